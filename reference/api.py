@@ -1,0 +1,65 @@
+"""forward / backward: the reference's public entry points, with input validation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import avg_pool, lp_pool, max_pool, policies
+from .dtypes import dtype_from_name, dtype_name, round_to, work_dtype
+from .errors import SpecError
+from .geometry import resolve
+from .spec import PoolSpec
+from .taps import TapPlan
+
+
+def _prepare(spec: PoolSpec, x):
+    if not isinstance(spec, PoolSpec):
+        raise SpecError("spec", f"must be a PoolSpec (use PoolSpec.from_dict), got {type(spec).__name__}")
+    if not isinstance(x, np.ndarray):
+        raise SpecError("input", f"must be a NumPy array, got {type(x).__name__}")
+    name = dtype_name(x.dtype) if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else None
+    if name is None:
+        raise SpecError("input", f"must be a floating array (float16, bfloat16, float32, float64), got {x.dtype}")
+    if spec.dtype is not None and dtype_from_name(spec.dtype) != x.dtype:
+        raise SpecError("dtype", f"spec says {spec.dtype} but the input array is {name}; cast the input or change dtype")
+    geom = resolve(spec, x.shape)
+    plan = TapPlan(geom)
+    wd = np.float64 if not spec.is_max else work_dtype(x.dtype)
+    return plan, plan.pad(x.astype(wd, copy=False))
+
+
+def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "propagate") -> np.ndarray:
+    """Forward output, in x's dtype. ``tie``/``nan`` matter only to max-type ops, whose
+    forward is the element the policy selects (visible through signed zeros and NaN)."""
+    policies.check(tie, nan)
+    plan, xw = _prepare(spec, x)
+    if spec.is_max:
+        out = max_pool.forward(plan, xw, tie, nan)
+    elif spec.op == "avg_pool":
+        out = avg_pool.forward(spec, plan, xw)
+    else:
+        out = lp_pool.forward(spec, plan, xw)
+    return round_to(out, x.dtype)
+
+
+def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
+             nan: str = "propagate") -> np.ndarray:
+    """dL/dx for L = sum(forward(x) * grad_output), in x's dtype.
+
+    grad_output is first rounded to x's dtype (what a framework receives), then every
+    accumulation is done in float64 and rounded once at the end.
+    """
+    policies.check(tie, nan)
+    plan, xw = _prepare(spec, x)
+    expected = x.shape[:2] + plan.geom.out_shape
+    g = np.asarray(grad_output)
+    if g.shape != expected:
+        raise SpecError("grad_output", f"must have the forward output's shape {expected}, got {g.shape}")
+    g = g.astype(x.dtype).astype(np.float64)
+    if spec.is_max:
+        grad_p = max_pool.backward(plan, xw, g, tie, nan)
+    elif spec.op == "avg_pool":
+        grad_p = avg_pool.backward(spec, plan, xw, g)
+    else:
+        grad_p = lp_pool.backward(spec, plan, xw, g)
+    return round_to(plan.unpad(grad_p), x.dtype)

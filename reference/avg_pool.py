@@ -1,0 +1,46 @@
+"""avg_pool and adaptive_avg_pool: the window sum divided by a divisor, and its transpose."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .spec import PoolSpec
+from .taps import TapPlan
+
+
+def divisor(spec: PoolSpec, plan: TapPlan) -> np.ndarray:
+    """divisor_override, else the taps inside the padded input (count_include_pad, which also
+    reproduces PyTorch's clipping of ceil_mode windows), else the real elements only."""
+    if spec.divisor_override is not None:
+        return np.asarray(float(spec.divisor_override))
+    which = "in_padded" if spec.count_include_pad and not spec.is_adaptive else "in_input"
+    return plan.geom.window_counts(which).astype(np.float64)
+
+
+def window_sum(plan: TapPlan, xw: np.ndarray, fn=None) -> np.ndarray:
+    """Sum over each window's real elements of ``fn(x)`` (x itself by default), float64."""
+    s = np.zeros(xw.shape[:2] + plan.geom.out_shape, dtype=np.float64)
+    for index, valid in plan.taps:
+        v = xw[index] if fn is None else fn(xw[index])
+        s += v if valid is None else np.where(valid, v, 0.0)
+    return s
+
+
+def spread(plan: TapPlan, shape, per_window: np.ndarray, fn=None, xw=None) -> np.ndarray:
+    """Transpose of window_sum: every real element of a window receives ``per_window``
+    (times ``fn(x)`` of that element when given)."""
+    grad_p = np.zeros(shape, dtype=np.float64)
+    for index, valid in plan.taps:
+        v = per_window if fn is None else per_window * fn(xw[index])
+        plan.scatter(grad_p, index, v if valid is None else np.where(valid, v, 0.0))
+    return grad_p
+
+
+def forward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return window_sum(plan, xw) / divisor(spec, plan)
+
+
+def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return spread(plan, xw.shape, g / divisor(spec, plan))

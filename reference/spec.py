@@ -1,0 +1,182 @@
+"""PoolSpec: the pooling operation a case asks for, validated, independent of the input shape.
+
+Rank-dependent checks (tuple lengths, kernel against padded input) happen when the spec meets
+an input, in :mod:`reference.geometry`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Mapping
+
+from .dtypes import DTYPES, dtype_from_name
+from .errors import SpecError
+
+OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool")
+MAX_OPS = ("max_pool", "adaptive_max_pool")
+ADAPTIVE_OPS = ("adaptive_max_pool", "adaptive_avg_pool")
+
+# Which optional fields each op takes; a field outside its op's set is an error, not ignored.
+_WINDOW = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}
+APPLIES = {
+    "max_pool": _WINDOW,
+    "avg_pool": _WINDOW | {"count_include_pad", "divisor_override"},
+    "lp_pool": _WINDOW | {"norm_type"},
+    "adaptive_max_pool": {"output_size"},
+    "adaptive_avg_pool": {"output_size"},
+}
+FIELDS = ("op", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "count_include_pad",
+          "divisor_override", "norm_type", "output_size", "dtype")
+_OP_WITH_RANK = re.compile(r"^(?P<op>[a-z_]+?)(?P<rank>[123])d$")
+
+
+def _int_or_tuple(field, value, *, minimum, allow_none_items=False):
+    """An int, or a list/tuple of ints, each >= minimum (None items where allowed)."""
+    def check(v):
+        if v is None and allow_none_items:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int,)) and not (
+                isinstance(v, float) and v.is_integer()):
+            raise SpecError(field, f"must be an integer or a list of integers, got {value!r}")
+        if int(v) < minimum:
+            word = "positive" if minimum == 1 else f">= {minimum}"
+            raise SpecError(field, f"must be {word} integers, got {value!r}")
+        return int(v)
+    if isinstance(value, (list, tuple)):
+        if not 1 <= len(value) <= 3:
+            raise SpecError(field, f"must have 1, 2 or 3 entries (one per spatial dim), got {value!r}")
+        return tuple(check(v) for v in value)
+    return check(value)
+
+
+def _padding(value):
+    """int | [p per dim] | [[before, after] per dim] | "SAME" | "VALID" -> canonical form."""
+    if isinstance(value, str):
+        upper = value.upper()
+        if upper not in ("SAME", "VALID"):
+            raise SpecError("padding", f"string padding must be 'SAME' or 'VALID', got {value!r}")
+        return upper
+    if isinstance(value, (list, tuple)) and value and all(isinstance(p, (list, tuple)) for p in value):
+        pairs = []
+        for p in value:
+            if len(p) != 2:
+                raise SpecError("padding", f"explicit padding is one [before, after] pair per spatial dim, got {value!r}")
+            pairs.append(_int_or_tuple("padding", list(p), minimum=0))
+        if len(pairs) > 3:
+            raise SpecError("padding", f"at most 3 spatial dims, got {value!r}")
+        return tuple(pairs)
+    return _int_or_tuple("padding", value, minimum=0)
+
+
+def _bool(field, value):
+    if not isinstance(value, bool):
+        raise SpecError(field, f"must be true or false, got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSpec:
+    """A pooling operation. Integers broadcast to every spatial dim of the input.
+
+    ``rank`` is None unless the op was named with its rank (``max_pool2d``); then inputs of
+    another rank are refused.
+    """
+
+    op: str
+    kernel_size: Any = None
+    stride: Any = None
+    padding: Any = 0
+    dilation: Any = 1
+    ceil_mode: bool = False
+    count_include_pad: bool = True
+    divisor_override: int | None = None
+    norm_type: float | None = None
+    output_size: Any = None
+    dtype: str | None = None
+    rank: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PoolSpec":
+        if not isinstance(d, Mapping):
+            raise SpecError("spec", f"must be a mapping of spec keys, got {type(d).__name__}")
+        unknown = sorted(set(d) - set(FIELDS) - {"rank"})
+        if unknown:
+            raise SpecError(unknown[0], f"unknown spec key; allowed keys: {', '.join(FIELDS)}")
+        if "op" not in d:
+            raise SpecError("op", f"missing; one of {', '.join(OPS)} (optionally with 1d/2d/3d)")
+        op, rank = d["op"], d.get("rank")
+        m = _OP_WITH_RANK.match(op) if isinstance(op, str) else None
+        if m and m["op"] in OPS:
+            op, rank = m["op"], int(m["rank"])
+        if op not in OPS:
+            raise SpecError("op", f"unknown op {d['op']!r}; allowed: {', '.join(OPS)} (optionally with 1d/2d/3d)")
+        if rank is not None and rank not in (1, 2, 3):
+            raise SpecError("rank", f"must be 1, 2 or 3, got {rank!r}")
+        present = {k for k, v in d.items() if k not in ("op", "rank", "dtype") and v is not None}
+        extra = sorted(present - APPLIES[op])
+        if extra:
+            raise SpecError(extra[0], f"does not apply to {op}; it takes: {', '.join(sorted(APPLIES[op]))}")
+
+        kw: dict[str, Any] = {"op": op, "rank": rank}
+        if op in ADAPTIVE_OPS:
+            if d.get("output_size") is None:
+                raise SpecError("output_size", f"required for {op}: an int or one int (or null) per spatial dim")
+            kw["output_size"] = _int_or_tuple("output_size", d["output_size"], minimum=1, allow_none_items=True)
+        else:
+            if d.get("kernel_size") is None:
+                raise SpecError("kernel_size", f"required for {op}: a positive int or one per spatial dim")
+            kw["kernel_size"] = _int_or_tuple("kernel_size", d["kernel_size"], minimum=1)
+            if d.get("stride") is not None:
+                kw["stride"] = _int_or_tuple("stride", d["stride"], minimum=1)
+            if d.get("padding") is not None:
+                kw["padding"] = _padding(d["padding"])
+            if d.get("dilation") is not None:
+                kw["dilation"] = _int_or_tuple("dilation", d["dilation"], minimum=1)
+            if d.get("ceil_mode") is not None:
+                kw["ceil_mode"] = _bool("ceil_mode", d["ceil_mode"])
+                if kw["ceil_mode"] and kw.get("padding") == "SAME":
+                    raise SpecError("ceil_mode", "does not combine with padding 'SAME' (SAME fixes the output size); use explicit padding")
+        if d.get("count_include_pad") is not None:
+            kw["count_include_pad"] = _bool("count_include_pad", d["count_include_pad"])
+        if d.get("divisor_override") is not None:
+            kw["divisor_override"] = _int_or_tuple("divisor_override", d["divisor_override"], minimum=1)
+            if isinstance(kw["divisor_override"], tuple):
+                raise SpecError("divisor_override", "must be one positive integer")
+        if op == "lp_pool":
+            p = d.get("norm_type")
+            if p is None:
+                raise SpecError("norm_type", "required for lp_pool: a positive finite number (e.g. 2)")
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p <= 0:
+                raise SpecError("norm_type", f"must be a positive finite number, got {p!r}")
+            kw["norm_type"] = float(p)
+        if d.get("dtype") is not None:
+            dtype_from_name(d["dtype"])
+            kw["dtype"] = d["dtype"]
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        """The case-file form: only the fields that apply to the op, JSON-ready."""
+        def plain(v):
+            if isinstance(v, tuple):
+                return [plain(x) for x in v]
+            return v
+        keys = ["op", *sorted(APPLIES[self.op], key=FIELDS.index), "dtype"]
+        out = {k: plain(getattr(self, k)) for k in keys}
+        if self.rank is not None:
+            out["op"] = f"{self.op}{self.rank}d"
+        return {k: v for k, v in out.items() if v is not None}
+
+    @property
+    def is_max(self) -> bool:
+        return self.op in MAX_OPS
+
+    @property
+    def is_adaptive(self) -> bool:
+        return self.op in ADAPTIVE_OPS
+
+    def with_dtype(self, dtype: str) -> "PoolSpec":
+        if dtype not in DTYPES:
+            dtype_from_name(dtype)
+        return dataclasses.replace(self, dtype=dtype)
