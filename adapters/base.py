@@ -1,0 +1,85 @@
+"""The one interface every framework adapter implements.
+
+A *target* is (framework, variant, device). An adapter module (``adapters/<fw>_adapter.py``)
+exposes a module-level ``ADAPTER`` object with the attributes and methods of :class:`Adapter`.
+Adapters run *inside* a framework worker process (see ``adapters/worker.py``); only that
+process imports the framework.
+
+``run`` takes a batch: ``x`` of shape (N, C, *spatial) in canonical channels-first layout and
+``grad_output`` of the forward output's shape, both NumPy arrays of the case dtype (ml_dtypes
+bfloat16 for bfloat16). It returns an :class:`Outcome` whose arrays are channels-first NumPy
+arrays of the framework's own output dtype, exactly as the framework produced them: an adapter
+transposes layouts and converts containers, and never "fixes" a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+# Outcome statuses produced by adapters and the worker pool.
+OK = "ok"
+UNSUPPORTED = "unsupported"   # not expressible in this API path (message says why)
+ERROR = "error"               # the framework raised; message is its exception
+CRASH = "crash"               # the worker process died (abort, segfault); message has what was captured
+TIMEOUT = "timeout"           # the worker exceeded the per-call timeout and was restarted
+NOT_INSTALLED = "not_installed"
+NO_DEVICE = "no_device"       # e.g. gpu target on a machine without a GPU
+STATUSES = (OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT, NOT_INSTALLED, NO_DEVICE)
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Target:
+    framework: str   # "torch" | "tensorflow" | "jax"
+    variant: str     # e.g. "eager", "compile", "xla"
+    device: str      # "cpu" | "gpu"
+
+    @property
+    def id(self) -> str:
+        return f"{self.framework}-{self.variant.replace('_', '-')}-{self.device}"
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str
+    forward: np.ndarray | None = None      # (N, C, *out), channels-first
+    grad_input: np.ndarray | None = None   # (N, C, *spatial), channels-first
+    indices: np.ndarray | None = None      # return_indices / argmax output where the path has one,
+                                           # as the framework defines it (documented per adapter)
+    message: str = ""
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. device name, compile count
+
+    def split(self, sizes: list[int]) -> list["Outcome"]:
+        """Split a batched outcome back into per-case outcomes along N."""
+        if self.status != OK:
+            return [dataclasses.replace(self) for _ in sizes]
+        bounds = np.cumsum([0, *sizes])
+        def part(a, i):
+            return None if a is None else a[bounds[i]:bounds[i + 1]]
+        return [dataclasses.replace(self, forward=part(self.forward, i), grad_input=part(self.grad_input, i),
+                                    indices=part(self.indices, i)) for i in range(len(sizes))]
+
+
+class Adapter:
+    """What an adapter module's ``ADAPTER`` provides (duck-typed; subclassing is optional)."""
+
+    framework: str
+    variants: tuple[str, ...]
+
+    def version(self) -> str:
+        """The framework's version string, e.g. torch.__version__."""
+        raise NotImplementedError
+
+    def devices(self) -> list[str]:
+        """Devices present on this machine for this framework: a subset of ["cpu", "gpu"]."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, Any]:
+        """Versions and switches that change pooling behaviour (CUDA/cuDNN, device names, flags)."""
+        raise NotImplementedError
+
+    def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
+        """Forward and dX for L = sum(forward(x) * grad_output), or unsupported/error."""
+        raise NotImplementedError
