@@ -38,7 +38,7 @@ class Target:
 
     @property
     def id(self) -> str:
-        return f"{self.framework}-{self.variant.replace('_', '-')}-{self.device}"
+        return f"{self.framework}-{self.variant}-{self.device}"
 
 
 @dataclasses.dataclass
