@@ -1,4 +1,52 @@
 """poolgrad's pytest plugin: options, target discovery, result collection, report at exit.
 
-Kept at the checkout root so that ``pytest`` there is the whole suite.
+Kept at the checkout root so that ``pytest`` there is the whole suite. The logic lives in
+``suite/``; these are only the hooks.
 """
+
+from __future__ import annotations
+
+import pytest
+
+from adapters import registry
+from suite import options, sharding
+from suite.plugin import ConformancePlugin, XdistHooks
+from suite.session import RunState
+
+STATE = pytest.StashKey[RunState]()
+
+
+def pytest_addoption(parser):
+    options.add_options(parser)
+
+
+def pytest_configure(config):
+    state = RunState(config)
+    config.stash[STATE] = state
+    config.pluginmanager.register(ConformancePlugin(state), "poolgrad-conformance")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(state), "poolgrad-xdist")
+
+
+def pytest_generate_tests(metafunc):
+    state = metafunc.config.stash[STATE]
+    names = metafunc.fixturenames
+    if "case" in names and "target" in names:
+        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(t.framework))
+                  for c in state.cases() for t in state.targets]
+        metafunc.parametrize(["case", "target"], params)
+    elif "installable_framework" in names:
+        metafunc.parametrize("installable_framework", list(registry.FRAMEWORKS))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    state = config.stash[STATE]
+    if state.shard is not None:
+        items[:] = sharding.select(items, *state.shard)
+    state.items = list(items)
+
+
+@pytest.fixture(scope="session")
+def poolgrad(request):
+    return request.config.stash[STATE]

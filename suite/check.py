@@ -1,0 +1,97 @@
+"""One (case, target) check: verdict, expectation, outcome, and the results record."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import verdicts
+from adapters.base import Outcome, Target
+from cases import expectations as expectations_mod
+from reports.records import encode_array
+
+SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device")
+
+
+@dataclasses.dataclass
+class Checked:
+    outcome: str          # pass | expected | behaviour_changed | fail | skipped
+    message: str
+    record: dict
+
+
+def op_name(case) -> str:
+    return f"{case.spec.op}{case.input.ndim - 2}d"
+
+
+def _claim_holds(entry, verdict, case, outcome: Outcome) -> bool:
+    if entry.verdict == "policy":
+        # A policy claim is about behaviour, not labels: it holds when the framework's results
+        # equal the reference under that policy, also where that coincides with canonical.
+        return verdict.verdict in ("policy", "conforms") and verdicts.explained_by(
+            entry.policy, case.spec, case.input, case.grad_output, outcome)
+    if verdict.verdict != entry.verdict:
+        return False
+    return entry.policy is None or verdict.policy == entry.policy
+
+
+def check(case, target: Target, version: str, outcomes: list[Outcome], entries, duration_s: float) -> Checked:
+    first, repeats = outcomes[0], outcomes[1:]
+    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats)
+    entry = expectations_mod.find(
+        entries, framework=target.framework, variant=target.variant, device=target.device,
+        version=version or "", op=op_name(case), family=case.family,
+        dtype=case.spec.dtype, case_id=case.id)
+    observed = f"{v.verdict}" + (f" {v.policy}" if v.policy else "")
+    if entry is not None:
+        expected = f"{entry.verdict}" + (f" {entry.policy}" if entry.policy else "")
+        if _claim_holds(entry, v, case, first):
+            outcome, message = "expected", f"known divergence {entry.id}: {entry.reason}"
+        else:
+            outcome = "behaviour_changed"
+            message = (f"behaviour changed: expected {expected} ({entry.id}), observed {observed}: {v.message}")
+    elif v.verdict in SKIPPED_VERDICTS:
+        outcome, message = "skipped", f"{v.verdict}: {v.message}"
+    elif v.verdict == "conforms":
+        outcome, message = "pass", v.message
+    else:
+        outcome, message = "fail", f"{observed}: {v.message}"
+    return Checked(outcome, message, _record(case, target, version, first, v, entry, outcome, message, duration_s))
+
+
+def _arr(a):
+    return None if a is None else encode_array(a)
+
+
+def _record(case, target, version, outcome, v, entry, status, message, duration_s) -> dict:
+    vd = v.to_dict()
+    return {
+        "record": "result",
+        "case_id": case.id,
+        "family": case.family,
+        "op": op_name(case),
+        "spec": case.spec.to_dict(),
+        "dtype": case.spec.dtype,
+        "framework": target.framework,
+        "framework_version": version,
+        "variant": target.variant,
+        "device": target.device,
+        "target": target.id,
+        "verdict": v.verdict,
+        "policy": vd.get("policy"),
+        "forward_policy": vd.get("forward_policy"),
+        "valid_subgradient": vd.get("valid_subgradient"),
+        "expected": None if entry is None else entry.to_dict(),
+        "outcome": status,
+        "input": _arr(case.input),
+        "grad_output": _arr(case.grad_output),
+        "forward": _arr(outcome.forward),
+        "expected_forward": _arr(v.expected_forward),
+        "grad_input": _arr(outcome.grad_input),
+        "expected_grad_input": _arr(v.expected_grad_input),
+        "indices": _arr(outcome.indices),
+        "max_abs_error": vd.get("max_abs_error"),
+        "max_ulp_error": vd.get("max_ulp_error"),
+        "differing_cells": vd.get("differing_cells") or [],
+        "message": message,
+        "duration_s": round(duration_s, 6),
+    }

@@ -1,0 +1,74 @@
+"""poolgrad's pytest options and the target selection they imply."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from adapters import registry
+from adapters.base import Target
+
+
+def add_options(parser) -> None:
+    g = parser.getgroup("poolgrad", "poolgrad conformance")
+    g.addoption("--frameworks", default=None, help="comma list of frameworks to check (default: every installed one): torch,tensorflow,jax")
+    g.addoption("--variants", default=None, help="comma list of API paths (default: all), e.g. eager,jit,compile")
+    g.addoption("--devices", default=None, help="comma list of devices: cpu,gpu (default: cpu, plus gpu when a GPU driver is present)")
+    g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
+    g.addoption("--expectations", default=None, metavar="PATH", help="known-divergences TOML (default: cases/data/expectations.toml)")
+    g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
+    g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
+    g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")
+    g.addoption("--repeat", type=int, default=1, metavar="N", help="run every case N times; bitwise differences give 'nondeterministic'")
+    g.addoption("--fuzz", type=int, default=0, metavar="N", help="add N hypothesis-generated cases per target; a divergence is shrunk and written as a case file")
+    g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
+    g.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="seconds a framework call may take before it is 'timeout'")
+    g.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based); shards partition the run deterministically")
+
+
+def _comma(value, allowed, option):
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad:
+        raise pytest.UsageError(f"{option}: unknown value {bad[0]!r}; allowed: {', '.join(allowed)}")
+    return items
+
+
+def gpu_driver_present() -> bool:
+    """A cheap look for an NVIDIA driver, so the pytest process need not import a framework;
+    the framework's own worker confirms the device (or the target skips with its reason)."""
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
+def selected_targets(config) -> tuple[list[Target], list[str]]:
+    """Targets to check, and the frameworks asked for but not installed."""
+    names = list(registry.FRAMEWORKS)
+    frameworks = _comma(config.getoption("frameworks"), names, "--frameworks")
+    all_variants = sorted({v for f in registry.FRAMEWORKS.values() for v in f.variants})
+    variants = _comma(config.getoption("variants"), all_variants, "--variants")
+    devices = _comma(config.getoption("devices"), registry.DEVICES, "--devices")
+    if devices is None:
+        devices = ["cpu", "gpu"] if gpu_driver_present() else ["cpu"]
+    asked = frameworks or names
+    missing = [f for f in asked if not registry.installed(f)]
+    if frameworks is None:
+        asked = [f for f in asked if f not in missing]
+    targets = [t for t in registry.all_targets()
+               if t.framework in asked and t.device in devices and (variants is None or t.variant in variants)]
+    return targets, missing
+
+
+def shard(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        i, n = (int(p) for p in value.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard: expected I/N such as 2/4, got {value!r}") from None
+    if not 1 <= i <= n:
+        raise pytest.UsageError(f"--shard: I must be between 1 and N, got {value!r}")
+    return i, n

@@ -1,0 +1,70 @@
+"""Batched execution: every (target, spec, dtype, spatial shape) group runs as one framework
+call, so compiled variants compile once per group however many cases it holds.
+
+Pooling treats every (n, c) plane independently, so cases are flattened into planes
+(N*C, 1, *spatial) and stacked along N: cases whose batch or channel counts differ still
+share one call. Empty-batch cases keep a group of their own so the framework meets the
+empty tensor itself.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from adapters.base import OK, Outcome, Target
+
+
+def group_key(case) -> tuple:
+    spec = json.dumps(case.spec.to_dict(), sort_keys=True)
+    return spec, case.input.shape[2:], case.input.shape[0] * case.input.shape[1] == 0
+
+
+def _planes(a: np.ndarray) -> np.ndarray:
+    return a.reshape((a.shape[0] * a.shape[1], 1) + a.shape[2:])
+
+
+def _unplanes(outcome: Outcome, case) -> Outcome:
+    if outcome.status != OK:
+        return outcome
+    n, c = case.input.shape[:2]
+    def back(a):
+        return None if a is None else a.reshape((n, c) + a.shape[2:])
+    outcome.forward, outcome.grad_input, outcome.indices = (
+        back(outcome.forward), back(outcome.grad_input), back(outcome.indices))
+    return outcome
+
+
+class GroupRunner:
+    def __init__(self, pool, *, timeout_s: float, repeat: int = 1):
+        self.pool = pool
+        self.timeout_s = timeout_s
+        self.repeat = max(1, repeat)
+        self._members: dict[tuple, list] = {}
+        self._done: dict[tuple, list[Outcome]] = {}
+
+    def register(self, case, target: Target) -> None:
+        """Declare that this process will check ``case`` on ``target`` (call at collection)."""
+        self._members.setdefault((target, group_key(case)), []).append(case)
+
+    def outcomes(self, case, target: Target) -> list[Outcome]:
+        """The outcome of each repetition for ``case`` on ``target`` (first, then repeats)."""
+        key = (target, case.id)
+        if key not in self._done:
+            gkey = (target, group_key(case))
+            members = self._members.get(gkey) or [case]
+            if not any(m is case for m in members):
+                members = [case]
+            runs = [self._run(target, members) for _ in range(self.repeat)]
+            for i, member in enumerate(members):
+                self._done[(target, member.id)] = [run[i] for run in runs]
+            self._members.pop(gkey, None)
+        return self._done.pop(key)
+
+    def _run(self, target: Target, members: list) -> list[Outcome]:
+        xs = [_planes(m.input) for m in members]
+        gs = [_planes(m.grad_output) for m in members]
+        spec = members[0].spec
+        outcomes = self.pool.run_group(target, spec, xs, gs, self.timeout_s)
+        return [_unplanes(o, m) for o, m in zip(outcomes, members)]

@@ -1,0 +1,198 @@
+"""State of one pytest process's conformance run: cases, targets, workers, results."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters import registry
+from cases import expectations
+from . import options
+from .runner import GroupRunner
+
+# Environment switches known to change pooling behaviour; only these are recorded.
+ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",
+                "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "CUBLAS_WORKSPACE_CONFIG", "TORCHINDUCTOR_FREEZING",
+                "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE")
+RECORD_KEY = "poolgrad_record"
+FRAMEWORK_KEY = "poolgrad_framework"
+
+
+class RunState:
+    def __init__(self, config):
+        self.config = config
+        self.is_controller = not hasattr(config, "workerinput")
+        self.targets, self.missing = options.selected_targets(config)
+        self.shard = options.shard(config.getoption("shard"))
+        self.run_id = (config.workerinput["poolgrad_run_id"] if not self.is_controller
+                       else uuid.uuid4().hex[:12])
+        try:
+            self.entries = expectations.load(config.getoption("expectations") or expectations.DEFAULT_PATH)
+        except expectations.ExpectationsError as e:
+            raise pytest.UsageError(str(e)) from None
+        self._cases = None
+        self.items = []
+        self._pool = None
+        self._runner = None
+        self._described: dict[str, dict] = {}
+        self.frameworks_seen: dict[str, dict] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.matched_entries: set[str] = set()
+        self._results_fh = None
+        self._memory_records: list[dict] | None = None
+        if self.is_controller:
+            self._open_results()
+
+    # -- cases ---------------------------------------------------------------------------
+    def cases(self):
+        if self._cases is None:
+            path = self.config.getoption("case_file")
+            if path:
+                from cases.case_file import CaseFileError, load_case_file
+                try:
+                    self._cases = load_case_file(path)
+                except CaseFileError as e:
+                    raise pytest.UsageError(str(e)) from None
+            else:
+                from cases import catalogue
+                self._cases = catalogue()
+        return self._cases
+
+    # -- execution -----------------------------------------------------------------------
+    @property
+    def runner(self) -> GroupRunner:
+        if self._runner is None:
+            from adapters.pool import WorkerPool
+            self._pool = WorkerPool()
+            self._runner = GroupRunner(self._pool, timeout_s=self.config.getoption("case_timeout"),
+                                       repeat=self.config.getoption("repeat"))
+            for item in self.items:
+                cs = getattr(item, "callspec", None)
+                if cs and "case" in cs.params and "target" in cs.params:
+                    self._runner.register(cs.params["case"], cs.params["target"])
+        return self._runner
+
+    def describe(self, framework: str) -> dict:
+        if framework not in self._described:
+            self._described[framework] = self.runner.pool.describe(framework)
+        return self._described[framework]
+
+    def run_check(self, case, target, node):
+        from . import check
+        first_use = target.framework not in self._described
+        info = self.describe(target.framework)
+        if first_use:  # the controller learns versions and devices from the processes that ran them
+            node.user_properties.append((FRAMEWORK_KEY, json.dumps({target.framework: info}, default=str)))
+        start = time.perf_counter()
+        outcomes = self.runner.outcomes(case, target)
+        checked = check.check(case, target, info.get("version") or "", outcomes, self.entries,
+                              time.perf_counter() - start)
+        checked.record["run_id"] = self.run_id
+        node.user_properties.append((RECORD_KEY, json.dumps(checked.record, allow_nan=False)))
+        return checked
+
+    # -- results (controller only) -------------------------------------------------------
+    def _open_results(self):
+        path = self.config.getoption("results")
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._results_fh = open(path, "w")
+        if self.config.getoption("report_html") or self.config.getoption("report_markdown"):
+            self._memory_records = []
+
+    def collect(self, report) -> None:
+        """Write the records a test report carries, as they arrive (controller side)."""
+        for key, value in report.user_properties:
+            if key == FRAMEWORK_KEY:
+                self.frameworks_seen.update(json.loads(value))
+            elif key == RECORD_KEY:
+                rec = json.loads(value)
+                self.counts[(rec["outcome"], rec["verdict"])] = self.counts.get((rec["outcome"], rec["verdict"]), 0) + 1
+                if rec.get("expected"):
+                    self.matched_entries.add(rec["expected"]["id"])
+                self._emit(rec)
+
+    def _emit(self, rec: dict) -> None:
+        if self._results_fh is not None:
+            from reports.records import write_record
+            write_record(self._results_fh, rec)
+        if self._memory_records is not None:
+            self._memory_records.append(rec)
+
+    def environment_record(self) -> dict:
+        frameworks = {}
+        for name in registry.FRAMEWORKS:
+            seen = self.frameworks_seen.get(name, {})
+            version = seen.get("version") or registry.installed_version(name)
+            if version:
+                frameworks[name] = {"version": version, "devices": seen.get("devices", []),
+                                    "environment": seen.get("environment", {})}
+        return {
+            "record": "environment", "schema": "poolgrad-results/1", "run_id": self.run_id,
+            "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
+            "suite_version": _suite_version(), "suite_commit": _git_commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "numpy": np.__version__,
+            "platform": platform.platform(), "cpu": _cpu_name(), "frameworks": frameworks,
+            "env_switches": {k: os.environ[k] for k in ENV_SWITCHES if k in os.environ},
+        }
+
+    def finish(self) -> list[str]:
+        """Close the results, write reports; returns lines for the terminal summary."""
+        env = self.environment_record()
+        self._emit(env)
+        lines = []
+        if self._results_fh is not None:
+            self._results_fh.close()
+            lines.append(f"results: {self._results_fh.name}")
+        if self._memory_records is not None:
+            from reports import html, markdown
+            if self.config.getoption("report_html"):
+                html.write_html(self._memory_records, self.config.getoption("report_html"))
+                lines.append(f"HTML report: {self.config.getoption('report_html')}")
+            if self.config.getoption("report_markdown"):
+                markdown.write_markdown(self._memory_records, self.config.getoption("report_markdown"))
+                lines.append(f"Markdown summary: {self.config.getoption('report_markdown')}")
+        return lines
+
+    def stale_entries(self) -> list[str]:
+        return [e.id for e in self.entries if e.id not in self.matched_entries]
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.close()
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _suite_version():
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("poolgrad")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+checkout"
+
+
+def _cpu_name():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

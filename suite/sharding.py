@@ -1,0 +1,29 @@
+"""--shard I/N: a deterministic partition of the collected tests.
+
+Whole batching groups (framework, spec, dtype, spatial shape) go to one shard, so sharding
+never multiplies compilations; groups are dealt largest first to the least-loaded shard.
+"""
+
+from __future__ import annotations
+
+from .runner import group_key
+
+
+def _key(item):
+    cs = getattr(item, "callspec", None)
+    if cs and "case" in cs.params and "target" in cs.params:
+        return (cs.params["target"].framework, repr(group_key(cs.params["case"])))
+    return ("", item.nodeid)
+
+
+def select(items, index: int, count: int):
+    groups: dict[tuple, list] = {}
+    for item in items:
+        groups.setdefault(_key(item), []).append(item)
+    loads = [0] * count
+    owner = {}
+    for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
+        shard = min(range(count), key=lambda s: (loads[s], s))
+        owner[key] = shard
+        loads[shard] += len(groups[key])
+    return [item for item in items if owner[_key(item)] == index - 1]

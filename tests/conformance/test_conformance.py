@@ -1,0 +1,32 @@
+"""The conformance suite: every case of the catalogue (or --case-file) on every selected
+target, classified against the reference and the known-divergences file."""
+
+import pytest
+
+from adapters import registry
+from suite.options import gpu_driver_present
+
+
+def test_backward(case, target, poolgrad, request):
+    """Forward and gradient of ``case`` on ``target`` agree with the spec, or with a listed
+    known divergence of this framework release."""
+    checked = poolgrad.run_check(case, target, request.node)
+    if checked.outcome == "skipped":
+        pytest.skip(checked.message)
+    if checked.outcome in ("fail", "behaviour_changed"):
+        pytest.fail(f"{case.id} on {target.id}: {checked.message}", pytrace=False)
+    assert checked.outcome in ("pass", "expected"), checked.outcome
+
+
+def test_framework_installed(installable_framework):
+    """One visible line per framework that is not installed: its targets are not run."""
+    if not registry.installed(installable_framework):
+        pytest.skip(f"{installable_framework} is not installed; its targets are skipped")
+    assert registry.installed_version(installable_framework)
+
+
+def test_gpu_present(poolgrad):
+    """One visible line when no GPU is present: gpu targets are not run."""
+    if not gpu_driver_present():
+        pytest.skip("no GPU driver found on this machine; gpu targets are skipped (pass --devices gpu to force them)")
+    assert any(t.device == "gpu" for t in poolgrad.targets) or poolgrad.config.getoption("devices")
