@@ -1,0 +1,150 @@
+"""JAX adapter: pooling as a JAX user writes it, with lax.reduce_window.
+
+JAX has no pooling API of its own (flax.linen's pools are thin wrappers over the same call):
+max is ``reduce_window(max, -inf)``, avg is ``reduce_window(add, 0)`` divided by a count the
+user computes, lp is a power sum. Window geometry (pads, output size, counts) comes from
+reference.geometry; what JAX computes from it — forward values and the VJP — is returned as is.
+
+Variants: ``eager`` calls the function directly (JAX still compiles each primitive on its
+own); ``jit`` traces pooling + VJP once per (spec, shape) and reuses the compiled function.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+import numpy as np
+from jax import lax
+
+from reference.geometry import resolve, window_volume
+
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Adapter, Outcome
+
+# float64 cases must run in float64, not be silently downcast to float32.
+jax.config.update("jax_enable_x64", True)
+# No reduced-precision shortcuts on GPU (pooling has no matmul, but the suite records it).
+jax.config.update("jax_default_matmul_precision", "highest")
+
+_PLATFORM = {"cpu": "cpu", "gpu": "gpu"}
+
+
+class _Unsupported(Exception):
+    """The spec is not expressible with lax.reduce_window; the message says why."""
+
+
+def _reduce_window_args(spec, geom, spatial):
+    """(kernel, stride, dilation, pads) for reduce_window over the spatial axes.
+
+    The right pad is the one that makes reduce_window's floor rule produce exactly geometry's
+    windows: in floor mode it is the spec's pad less any trailing padding no window reads; with
+    ceil_mode it adds the extra padding holding the partial last window. This is reduce_window's
+    own padding argument (not the input padded beforehand), and its padded elements take the
+    init value: -inf for max, 0 for add.
+    """
+    if spec.is_adaptive:
+        if any(length % out for length, out in zip(spatial, geom.out_shape)):
+            raise _Unsupported("jax has no adaptive pooling; non-uniform bins not expressible in reduce_window")
+        kernel = tuple(length // out for length, out in zip(spatial, geom.out_shape))
+        return kernel, kernel, (1,) * len(kernel), ((0, 0),) * len(kernel)
+    pads = []
+    for length, out, k, s, d, (before, _) in zip(spatial, geom.out_shape, geom.kernel_size,
+                                                 geom.stride, geom.dilation, geom.pads):
+        right = (out - 1) * s + d * (k - 1) + 1 - length - before
+        pads.append((before, max(right, 0)))
+    return geom.kernel_size, geom.stride, geom.dilation, tuple(pads)
+
+
+def _pool_fn(spec, shape, dtype):
+    """The pooling function x -> y for one spec and input shape, as a JAX user would write it."""
+    geom = resolve(spec, shape)
+    kernel, stride, dilation, pads = _reduce_window_args(spec, geom, shape[2:])
+
+    def window(x, init, op):
+        return lax.reduce_window(x, np.asarray(init, x.dtype), op, (1, 1, *kernel), (1, 1, *stride),
+                                 ((0, 0), (0, 0), *pads), window_dilation=(1, 1, *dilation))
+
+    # Divisors and scales are constants of the geometry, in the case dtype, as a user writes them.
+    if spec.is_max:
+        return lambda x: window(x, -np.inf, lax.max)
+    if spec.op == "lp_pool":
+        # PyTorch's definition: a ceil_mode window clipped at the edge is scaled by K / count.
+        scale = np.asarray(window_volume(geom) / geom.window_counts("in_padded"), dtype)
+        p = spec.norm_type
+        return lambda x: (window(x ** p, 0, lax.add) * scale) ** (1.0 / p)
+    if spec.divisor_override is not None:
+        divisor = np.asarray(spec.divisor_override, dtype)
+    else:
+        divisor = np.asarray(geom.window_counts("in_padded" if spec.count_include_pad else "in_input"), dtype)
+    return lambda x: window(x, 0, lax.add) / divisor
+
+
+def _forward_and_vjp(pool, x, g):
+    y, vjp = jax.vjp(pool, x)
+    return y, vjp(g)[0]
+
+
+class JaxAdapter(Adapter):
+    framework = "jax"
+    variants = ("eager", "jit")
+
+    def __init__(self):
+        self.traces = 0  # running count of jit traces, across all specs
+
+    def version(self) -> str:
+        return jax.__version__
+
+    def _device(self, device):
+        try:
+            return jax.devices(_PLATFORM[device])[0]
+        except RuntimeError:  # jax raises when the backend is absent
+            return None
+
+    def devices(self) -> list[str]:
+        return [d for d in _PLATFORM if self._device(d) is not None]
+
+    def environment(self) -> dict:
+        import jaxlib
+        env = {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+               "backend": jax.default_backend(),
+               "devices": {d: [dev.device_kind for dev in jax.devices(d)] for d in self.devices()},
+               "matmul_precision": jax.config.jax_default_matmul_precision}
+        if "XLA_FLAGS" in os.environ:
+            env["XLA_FLAGS"] = os.environ["XLA_FLAGS"]
+        return env
+
+    @functools.lru_cache(maxsize=None)
+    def _jitted(self, spec, shape, dtype):
+        pool = _pool_fn(spec, shape, dtype)
+
+        def traced(x, g):
+            self.traces += 1  # Python runs this body once per trace, never per call
+            return _forward_and_vjp(pool, x, g)
+        return jax.jit(traced)
+
+    def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        if variant not in self.variants:
+            raise ValueError(f"unknown jax variant {variant!r}; known: {self.variants}")
+        dev = self._device(device)
+        if dev is None:
+            return Outcome(status=NO_DEVICE, message="no GPU visible to JAX")
+        try:
+            if variant == "jit":
+                fn = self._jitted(spec, x.shape, x.dtype)
+            else:
+                fn = functools.partial(_forward_and_vjp, _pool_fn(spec, x.shape, x.dtype))
+        except _Unsupported as e:
+            return Outcome(status=UNSUPPORTED, message=str(e))
+        info = {"device": dev.device_kind}
+        try:
+            y, dx = fn(jax.device_put(x, dev), jax.device_put(grad_output, dev))
+            y, dx = np.asarray(y), np.asarray(dx)
+        except Exception as e:  # whatever JAX raised is the result
+            return Outcome(status=ERROR, message=f"{type(e).__name__}: {e}", info=info)
+        if variant == "jit":
+            info["compiles"] = self.traces
+        return Outcome(status=OK, forward=y, grad_input=dx, info=info)
+
+
+ADAPTER = JaxAdapter()
