@@ -1,0 +1,229 @@
+"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA), Keras layers, max_pool_with_argmax.
+
+Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement only NHWC), so
+x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
+``tape.gradient(y, x, output_gradients=grad_output)``, i.e. d/dx sum(y * grad_output).
+
+Padding is passed to TF only in a form TF itself offers: the string "SAME"/"VALID" when the
+spec resolves (reference.geometry) to exactly those pads for this input, or explicit pairs where
+the API accepts them (tf.nn.max_pool1d/2d). Anything else is reported unsupported; inputs are
+never pre-padded to emulate a spec.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The keras variant must be TF's Keras path; Keras 3 picks its backend from this at import.
+os.environ["KERAS_BACKEND"] = "tensorflow"
+
+import dataclasses  # noqa: E402
+from typing import Any  # noqa: E402
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from reference.geometry import resolve, same_padding  # noqa: E402
+
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome  # noqa: E402
+
+# One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
+# about it is noise in the worker's stderr.
+tf.get_logger().setLevel("ERROR")
+# The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
+tf.config.experimental.enable_tensor_float_32_execution(False)
+
+VARIANTS = ("eager", "function", "xla", "keras", "with_argmax")
+_ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
+                 "TF_ENABLE_ONEDNN_OPTS")
+
+
+class _Unsupported(Exception):
+    """The spec cannot be expressed in this API path; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
+
+    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "keras", "argmax"
+    op: str                  # spec.op
+    rank: int
+    kernel: tuple | None
+    stride: tuple | None
+    dilation: tuple | None
+    padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
+    output_size: tuple | None  # adaptive ops
+
+
+def _tf_padding(spec, geom) -> str | tuple:
+    """The TF padding that yields exactly the spec's resolved pads, or the explicit pairs."""
+    if all(p == (0, 0) for p in geom.pads):
+        return "VALID"
+    same = tuple(same_padding(L, k, s, d) for L, k, s, d in
+                 zip(geom.spatial_shape, geom.kernel_size, geom.stride, geom.dilation))
+    return "SAME" if geom.pads == same else geom.pads
+
+
+def _plan(spec, variant: str, shape) -> _Call:
+    """Map a spec onto the variant's TF API, or raise _Unsupported with the reason."""
+    geom = resolve(spec, shape)
+    rank = len(shape) - 2
+    if spec.op == "lp_pool":
+        raise _Unsupported("TensorFlow has no Lp pooling op")
+    if spec.is_adaptive:
+        if variant != "keras":
+            raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do")
+        return _Call("keras", spec.op, rank, None, None, None, None, geom.out_shape)
+    if spec.ceil_mode:
+        raise _Unsupported("TensorFlow pooling has no ceil_mode")
+    if spec.op == "avg_pool" and spec.divisor_override is not None:
+        raise _Unsupported("TensorFlow avg pooling has no divisor_override")
+    padding = _tf_padding(spec, geom)
+    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
+        raise _Unsupported("TensorFlow avg pooling always excludes padding from the divisor "
+                           "(count_include_pad=True needs zero padding)")
+    dilated = any(d > 1 for d in geom.dilation)
+    if variant == "with_argmax":
+        if spec.op != "max_pool" or rank != 2:
+            raise _Unsupported("tf.nn.max_pool_with_argmax is 2-D max pooling only")
+        if dilated:
+            raise _Unsupported("tf.nn.max_pool_with_argmax has no dilation")
+        api = "argmax"
+    elif variant == "keras":
+        if dilated:
+            raise _Unsupported("Keras pooling layers have no dilation")
+        api = "keras"
+    elif dilated:
+        # tf.nn.pool is the one tf.nn path with dilation, and only with unit strides, VALID.
+        if any(s > 1 for s in geom.stride):
+            raise _Unsupported("tf.nn.pool supports dilation only with strides == 1")
+        if padding != "VALID":
+            raise _Unsupported("tf.nn.pool implements dilation only with VALID padding")
+        api = "pool"
+    else:
+        api = "nn"
+    explicit_ok = api == "nn" and spec.op == "max_pool" and rank in (1, 2)
+    if not isinstance(padding, str) and not explicit_ok:
+        raise _Unsupported(f"padding {list(geom.pads)} is neither TF's SAME nor VALID for this input, "
+                           f"and this API takes only 'SAME'/'VALID'")
+    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding, None)
+
+
+def _keras_layer(call: _Call, dtype):
+    # dtype = the case dtype: a default float32 layer would silently cast float16/bfloat16 inputs.
+    name = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
+            "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}[call.op]
+    cls = getattr(keras.layers, f"{name}{call.rank}D")
+    if call.output_size is not None:
+        return cls(call.output_size, data_format="channels_last", dtype=dtype.name)
+    return cls(call.kernel, strides=call.stride, padding=call.padding.lower(),
+               data_format="channels_last", dtype=dtype.name)
+
+
+def _pool_fn(call: _Call, dtype):
+    """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
+    def tf_pad(pads):
+        return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
+    if call.api == "keras":
+        layer = _keras_layer(call, dtype)
+        return lambda x: (layer(x), None)
+    if call.api == "argmax":
+        # argmax is TF's flat NHWC index ((b*H + y)*W + x)*C + c: include_batch_in_index=True
+        # makes it global over the batch, so it is unambiguous after splitting per case.
+        def argmax(x):
+            y, idx = tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, call.padding,
+                                                include_batch_in_index=True)
+            return y, idx
+        return argmax
+    if call.api == "pool":
+        kind = "MAX" if call.op == "max_pool" else "AVG"
+        return lambda x: (tf.nn.pool(x, call.kernel, kind, strides=call.stride, padding=call.padding,
+                                     dilations=call.dilation), None)
+    fn = getattr(tf.nn, f"{call.op}{call.rank}d")
+    return lambda x: (fn(x, call.kernel, call.stride, tf_pad(call.padding)), None)
+
+
+def _forward_backward(pool, x, g):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y, idx = pool(x)
+    return y, tape.gradient(y, x, output_gradients=g), idx
+
+
+class TensorFlowAdapter:
+    framework = "tensorflow"
+    variants = VARIANTS
+
+    def __init__(self):
+        self._traced: dict = {}   # (variant, call, dtype, shape) -> tf.function
+        self.compiles = 0         # traces of tf.function / XLA functions so far
+
+    def version(self) -> str:
+        return tf.__version__
+
+    def devices(self) -> list[str]:
+        return ["cpu", "gpu"] if tf.config.list_physical_devices("GPU") else ["cpu"]
+
+    def environment(self) -> dict[str, Any]:
+        build = dict(tf.sysconfig.get_build_info())
+        gpus = tf.config.list_physical_devices("GPU")
+        env = {
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "keras_backend": keras.backend.backend(),
+            "cuda_build": build.get("cuda_version"),
+            "cudnn_build": build.get("cudnn_version"),
+            "is_cuda_build": build.get("is_cuda_build"),
+            "gpu": [tf.config.experimental.get_device_details(d).get("device_name", d.name) for d in gpus],
+        }
+        env.update({k: os.environ[k] for k in _ENV_SWITCHES if k in os.environ})
+        return env
+
+    def _compiled(self, variant, call, dtype, shape):
+        key = (variant, call, dtype, shape)
+        if key not in self._traced:
+            pool = _pool_fn(call, dtype)
+
+            def traced(x, g):
+                self.compiles += 1   # Python side effect: runs only while TF traces
+                return _forward_backward(pool, x, g)
+            self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
+        return self._traced[key]
+
+    def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
+        if device not in self.devices():
+            return Outcome(NO_DEVICE, message="no GPU visible to TensorFlow")
+        try:
+            call = _plan(spec, variant, x.shape)
+        except _Unsupported as e:
+            return Outcome(UNSUPPORTED, message=str(e))
+        rank = x.ndim - 2
+        to_last = (0, *range(2, rank + 2), 1)
+        to_first = (0, rank + 1, *range(1, rank + 1))
+        info = {"device": device, "api": call.api}
+        try:
+            with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+                xt = tf.constant(np.transpose(x, to_last))
+                gt = tf.constant(np.transpose(grad_output, to_last))
+                if variant in ("function", "xla"):
+                    fn = self._compiled(variant, call, x.dtype, x.shape)
+                else:
+                    pool = _pool_fn(call, x.dtype)
+                    fn = lambda a, b: _forward_backward(pool, a, b)  # noqa: E731
+                y, dx, idx = fn(xt, gt)
+                y, dx = y.numpy(), dx.numpy()
+                idx = None if idx is None else idx.numpy()
+        except Exception as e:  # any TF failure is the framework's answer, reported as such
+            info["compiles"] = self.compiles
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
+        info["compiles"] = self.compiles
+        return Outcome(OK, forward=np.transpose(y, to_first), grad_input=np.transpose(dx, to_first),
+                       indices=None if idx is None else np.transpose(idx, to_first), info=info)
+
+
+ADAPTER = TensorFlowAdapter()
