@@ -35,7 +35,7 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
     plan, xw = _prepare(spec, x)
     if spec.is_max:
         out = max_pool.forward(plan, xw, tie, nan)
-    elif spec.op == "avg_pool":
+    elif spec.op.endswith("avg_pool"):
         out = avg_pool.forward(spec, plan, xw)
     else:
         out = lp_pool.forward(spec, plan, xw)
@@ -55,10 +55,10 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     g = np.asarray(grad_output)
     if g.shape != expected:
         raise SpecError("grad_output", f"must have the forward output's shape {expected}, got {g.shape}")
-    g = g.astype(x.dtype).astype(np.float64)
+    g = round_to(g.astype(np.float64, copy=False), x.dtype).astype(np.float64)
     if spec.is_max:
         grad_p = max_pool.backward(plan, xw, g, tie, nan)
-    elif spec.op == "avg_pool":
+    elif spec.op.endswith("avg_pool"):
         grad_p = avg_pool.backward(spec, plan, xw, g)
     else:
         grad_p = lp_pool.backward(spec, plan, xw, g)

@@ -38,6 +38,25 @@ def work_dtype(dtype) -> np.dtype:
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
 
 
+def _float32_round_to_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounded toward zero, the last bit set when inexact ("round to odd").
+
+    ml_dtypes converts float64 to bfloat16 through float32 with two round-to-nearest steps,
+    which double-rounds (1 + 2**-8 + 2**-30 becomes 1, not 1 + 2**-7). Rounding to odd first
+    keeps the sticky information, so the second, nearest-even step is the correct single
+    rounding (float32 carries more than bfloat16's 8 + 2 significand bits).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        away = np.abs(f.astype(np.float64)) > np.abs(x)
+        f = np.where(away, np.nextafter(f, np.float32(0)), f)
+        inexact = (f.astype(np.float64) != x) & ~np.isnan(x)
+    return (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
+
+
 def round_to(values: np.ndarray, dtype) -> np.ndarray:
-    """Round float64 accumulations once to ``dtype`` (round-to-nearest-even)."""
-    return np.asarray(values).astype(dtype)
+    """Round float64 values once to ``dtype`` (round-to-nearest-even, a single rounding)."""
+    values = np.asarray(values)
+    if np.dtype(dtype) == DTYPES["bfloat16"] and values.dtype == np.float64:
+        values = _float32_round_to_odd(values)
+    return values.astype(dtype)
