@@ -1,0 +1,196 @@
+"""PyTorch adapter: every pooling API path of torch, run as the user would call it.
+
+Variants:
+  eager           torch.nn.functional.<op><r>d
+  channels_last   the same call on channels_last / channels_last_3d tensors (2-D and 3-D only)
+  compile         torch.compile(<the eager call>, dynamic=False), inductor backend
+  module          the torch.nn module (nn.MaxPool2d, nn.LPPool3d, ...)
+  return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
+                  torch's int64 index: the flat position in each (n, c) plane's spatial dims
+
+Window geometry comes from :func:`reference.geometry.resolve`; a spec that torch cannot express
+(asymmetric or SAME-asymmetric pads, pad > kernel_size // 2, dilation outside max_pool, ...) is
+UNSUPPORTED with the reason, never emulated. A spec the reference itself rejects raises its
+SpecError: that is a bad case, not framework behaviour. Anything torch raises is ERROR.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters as dynamo_counters
+
+from reference.geometry import resolve
+
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome
+
+VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
+_MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
+                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
+_CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
+
+# The GPU path must not take precision shortcuts the reference does not model.
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def _sliding_arguments(spec, geom, rank: int) -> dict | str:
+    """Keyword arguments of the torch call for a sliding-window op, or why none exist."""
+    pads = geom.pads
+    if any(before != after for before, after in pads):
+        origin = " (SAME resolves to them)" if spec.padding == "SAME" else ""
+        return f"asymmetric padding {list(pads)}{origin}: torch pools take one symmetric pad per dim"
+    padding = tuple(before for before, _ in pads)
+    too_big = [(p, k) for p, k in zip(padding, geom.kernel_size) if p > k // 2]
+    if too_big:
+        p, k = too_big[0]
+        return f"padding {p} > kernel_size {k} // 2: torch requires pad <= kernel_size // 2"
+    if spec.op != "max_pool" and any(d != 1 for d in geom.dilation):
+        return f"dilation {geom.dilation}: torch {spec.op} has no dilation"
+    kw: dict[str, Any] = {"kernel_size": geom.kernel_size, "stride": geom.stride, "ceil_mode": spec.ceil_mode}
+    if spec.op == "max_pool":
+        kw.update(padding=padding, dilation=geom.dilation)
+    elif spec.op == "avg_pool":
+        kw.update(padding=padding, count_include_pad=spec.count_include_pad)
+        if spec.divisor_override is not None:
+            if rank == 1:
+                return "divisor_override: torch avg_pool1d has none"
+            kw["divisor_override"] = spec.divisor_override
+    else:
+        if any(padding):
+            return f"padding {padding}: torch lp_pool has no padding"
+        kw["norm_type"] = spec.norm_type
+    return kw
+
+
+def torch_arguments(spec, geom, variant: str, rank: int) -> dict | str:
+    """The keyword arguments (shared by the functional and nn.Module forms), or a reason the
+    spec is not expressible in this variant."""
+    if variant == "channels_last" and rank not in _CHANNELS_LAST:
+        return "channels_last: torch has no channels-last memory format for 1-D inputs"
+    if variant == "return_indices" and not spec.is_max:
+        return f"return_indices: torch {spec.op} returns no indices"
+    kw = {"output_size": geom.out_shape} if spec.is_adaptive else _sliding_arguments(spec, geom, rank)
+    if isinstance(kw, dict) and variant == "return_indices":
+        kw["return_indices"] = True
+    return kw
+
+
+def _functional(op: str, rank: int, kw: dict):
+    fn = getattr(F, f"{op}{rank}d")
+
+    def call(t):
+        return fn(t, **kw)
+    return call
+
+
+def _module(op: str, rank: int, kw: dict):
+    return getattr(torch.nn, f"{_MODULE_NAMES[op]}{rank}d")(**kw)
+
+
+def _fresh_code(fn):
+    """A copy of ``fn`` with its own code object. Dynamo caches compiled frames per code
+    object and, past its recompile limit, silently runs eager; every compiled closure would
+    share one code object, so each cache entry gets its own."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def _hashable(kw: dict) -> tuple:
+    return tuple(sorted(kw.items()))
+
+
+def to_torch(a: np.ndarray, device: str) -> torch.Tensor:
+    """NumPy (incl. ml_dtypes.bfloat16, which torch.from_numpy does not know) -> tensor."""
+    a = np.ascontiguousarray(a)
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a).to(device)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """Tensor -> channels-first NumPy of the same dtype, values untouched."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return np.ascontiguousarray(t.view(torch.int16).numpy()).view(ml_dtypes.bfloat16)
+    return np.ascontiguousarray(t.numpy())
+
+
+class TorchAdapter:
+    framework = "torch"
+    variants = VARIANTS
+
+    def __init__(self):
+        self._compiled: dict[tuple, Any] = {}
+
+    def version(self) -> str:
+        return torch.__version__
+
+    def devices(self) -> list[str]:
+        return ["cpu", "gpu"] if torch.cuda.is_available() else ["cpu"]
+
+    def environment(self) -> dict[str, Any]:
+        gpu = torch.cuda.is_available()
+        return {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if gpu else None,
+            "gpu_name": torch.cuda.get_device_name(0) if gpu else None,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "num_threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+        }
+
+    def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown torch variant {variant!r}; known: {', '.join(VARIANTS)}")
+        if device == "gpu" and not torch.cuda.is_available():
+            return Outcome(NO_DEVICE, message="no CUDA device present")
+        rank = x.ndim - 2
+        geom = resolve(spec, x.shape)
+        kw = torch_arguments(spec, geom, variant, rank)
+        if isinstance(kw, str):
+            return Outcome(UNSUPPORTED, message=kw)
+        dev = "cuda" if device == "gpu" else "cpu"
+        try:
+            return self._execute(self._callable(spec.op, rank, kw, variant, x, dev), variant, rank, dev,
+                                 x, grad_output)
+        except Exception as e:  # whatever torch raised is the result
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+
+    def _callable(self, op, rank, kw, variant, x, dev):
+        if variant == "module":
+            return _module(op, rank, kw)
+        if variant != "compile":
+            return _functional(op, rank, kw)
+        # Keyed on everything that would make dynamo recompile, so each entry compiles once.
+        key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev)
+        if key not in self._compiled:
+            torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
+            self._compiled[key] = torch.compile(_fresh_code(_functional(op, rank, kw)), dynamic=False)
+        return self._compiled[key]
+
+    def _execute(self, fn, variant, rank, dev, x, grad_output) -> Outcome:
+        xt, gt = to_torch(x, dev), to_torch(grad_output, dev)
+        if variant == "channels_last":
+            xt = xt.contiguous(memory_format=_CHANNELS_LAST[rank])
+            gt = gt.contiguous(memory_format=_CHANNELS_LAST[rank])
+        xt.requires_grad_(True)
+        result = fn(xt)
+        y, indices = result if variant == "return_indices" else (result, None)
+        y.backward(gt)
+        info: dict[str, Any] = {"device_name": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"}
+        if variant == "compile":
+            info["compiles"] = dynamo_counters["stats"]["unique_graphs"]
+        if variant == "channels_last":
+            info["output_channels_last"] = y.is_contiguous(memory_format=_CHANNELS_LAST[rank])
+        return Outcome(OK, forward=to_numpy(y), grad_input=to_numpy(xt.grad),
+                       indices=None if indices is None else to_numpy(indices), info=info)
+
+
+ADAPTER = TorchAdapter()
