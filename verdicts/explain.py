@@ -1,0 +1,36 @@
+"""The policy search: which policies reproduce an outcome's forward and gradient."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .case import Case
+from .compare import identical
+from .extended_policies import Policy
+
+
+@dataclasses.dataclass
+class Explanation:
+    forward: Policy | None    # simplest policy whose forward matches
+    backward: Policy | None   # simplest policy whose gradient matches
+    joint: bool               # one policy explains both (then forward is backward)
+
+    @property
+    def nan_differs(self) -> bool:
+        f, b = self.forward, self.backward
+        return (f.nan, f.nan_tie) != (b.nan, b.nan_tie)
+
+
+def explain(case: Case, forward, grad_input) -> Explanation:
+    """Search the candidates simplest first; the first policy matching both wins, else the
+    simplest match of each half (each may be None)."""
+    fwd = bwd = None
+    for policy in case.candidates():
+        r = case.result(policy)
+        f_ok = identical(r.forward, forward)
+        b_ok = identical(r.grad_input, grad_input)
+        if f_ok and b_ok:
+            return Explanation(policy, policy, True)
+        fwd = fwd or (policy if f_ok else None)
+        bwd = bwd or (policy if b_ok else None)
+    return Explanation(fwd, bwd, False)

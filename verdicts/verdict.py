@@ -1,0 +1,52 @@
+"""The Verdict record: what classify() concluded about one (case, target) outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+VERDICTS = ("conforms", "policy", "inconsistent", "wrong", "unsupported", "error", "crash",
+            "timeout", "nondeterministic", "not_installed", "no_device")
+
+
+def json_value(v):
+    """Arrays to nested lists, with NaN and +-inf (and -0.0) as the case-file strings."""
+    if isinstance(v, np.ndarray):
+        return json_value(v.astype(np.float64).tolist())
+    if isinstance(v, (list, tuple)):
+        return [json_value(i) for i in v]
+    if isinstance(v, dict):
+        return {k: json_value(i) for k, i in v.items()}
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if v == 0 and math.copysign(1.0, v) < 0:
+            return "-0.0"
+        return v
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+@dataclasses.dataclass
+class Verdict:
+    verdict: str
+    message: str = ""
+    policy: dict | None = None            # backward policy that explains the gradient
+    forward_policy: dict | None = None    # policy that explains the forward output
+    valid_subgradient: bool | None = None  # max-type only
+    expected_forward: np.ndarray | None = None
+    expected_grad_input: np.ndarray | None = None
+    max_abs_error: float | None = None
+    max_ulp_error: float | None = None
+    differing_in: str | None = None       # "forward" or "grad_input": where differing_cells are
+    differing_cells: list = dataclasses.field(default_factory=list)
+    differing_count: int = 0
+
+    def to_dict(self) -> dict:
+        return {f.name: json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
