@@ -1,0 +1,102 @@
+"""WorkerPool: one warm worker process per framework, batched calls, crash and hang isolation.
+
+One pool per pytest process. A framework's worker starts on first use and stays warm across
+calls; frameworks never share a process, so their thread pools, import order and memory do
+not meet. A worker that dies or hangs turns the affected cases into CRASH / TIMEOUT outcomes
+and is restarted on the next call.
+
+Not thread-safe: call it from one thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+
+import numpy as np
+
+from . import registry
+from .base import CRASH, NO_DEVICE, NOT_INSTALLED, OK, Outcome, Target
+from .worker import Lost, Worker
+
+START_TIMEOUT_S = 300.0  # spawning plus importing a framework; generous for cold disks
+
+
+class WorkerPool:
+    def __init__(self, start_timeout_s: float = START_TIMEOUT_S):
+        self.start_timeout_s = start_timeout_s
+        self._workers: dict[str, Worker] = {}
+        self._descriptions: dict[str, dict] = {}
+        atexit.register(self.close)
+
+    def describe(self, framework: str) -> dict:
+        """{status, message, version, devices, variants, environment, startup_s}; cached.
+
+        status is OK, or NOT_INSTALLED (nothing is started), or ERROR / CRASH / TIMEOUT when
+        the worker could not import the adapter; message then says why.
+        """
+        if framework not in self._descriptions:
+            if not registry.installed(framework):
+                self._descriptions[framework] = {"status": NOT_INSTALLED,
+                                                 "message": f"{framework} is not installed"}
+            else:
+                self._descriptions[framework] = self._start(framework)
+        return self._descriptions[framework]
+
+    def run_group(self, target: Target, spec, xs: list[np.ndarray], gs: list[np.ndarray],
+                  timeout_s: float) -> list[Outcome]:
+        """One Outcome per case. Cases whose x and grad_output agree in dtype and in shape past
+        N are stacked along N and run as one worker call with ``timeout_s`` for the call; if
+        that call crashes, its cases are rerun one by one so only the crashing ones get CRASH.
+        """
+        desc = self.describe(target.framework)
+        if desc["status"] != OK:
+            return [Outcome(desc["status"], message=desc["message"]) for _ in xs]
+        if target.device not in desc["devices"]:
+            what = "GPU" if target.device == "gpu" else f"device {target.device!r}"
+            return [Outcome(NO_DEVICE, message=f"no {what} present for {target.framework}") for _ in xs]
+        results: list[Outcome | None] = [None] * len(xs)
+        for members in _stackable(xs, gs):
+            outcomes = self._run_stacked(target, spec, [xs[i] for i in members], [gs[i] for i in members],
+                                         timeout_s)
+            for i, outcome in zip(members, outcomes):
+                results[i] = outcome
+        return results
+
+    def _run_stacked(self, target, spec, xs, gs, timeout_s) -> list[Outcome]:
+        x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
+        outcome = self._call(target, spec, x, g, timeout_s)
+        if outcome.status == CRASH and len(xs) > 1:
+            return [self._call(target, spec, x, g, timeout_s) for x, g in zip(xs, gs)]
+        return outcome.split([len(x) for x in xs])
+
+    def _call(self, target, spec, x, g, timeout_s) -> Outcome:
+        worker = self._workers[target.framework]
+        try:
+            if not worker.alive:
+                worker.start(self.start_timeout_s)
+            return worker.run(spec, target.variant, target.device, x, g, timeout_s)
+        except Lost as lost:
+            return Outcome(lost.status, message=lost.message)
+
+    def _start(self, framework: str) -> dict:
+        worker = self._workers.setdefault(framework, Worker(framework, registry.FRAMEWORKS[framework].module))
+        try:
+            return worker.start(self.start_timeout_s)
+        except Lost as lost:
+            return {"status": lost.status, "message": lost.message}
+
+    def workers(self) -> dict[str, Worker]:
+        """The workers started so far, by framework (for start counts in benchmarks and tests)."""
+        return dict(self._workers)
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.stop()
+
+
+def _stackable(xs, gs) -> list[list[int]]:
+    """Indices of cases that can share one call, in first-seen order."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (x, g) in enumerate(zip(xs, gs)):
+        groups.setdefault((x.dtype, x.shape[1:], g.dtype, g.shape[1:]), []).append(i)
+    return list(groups.values())

@@ -1,0 +1,104 @@
+"""A framework worker that aborts, segfaults, hangs or raises costs only the affected cases."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from adapters import registry
+from adapters.base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Target
+from adapters.fake_adapter import ABORT, HANG, RAISE, SEGFAULT
+from fake_frameworks import SPEC, case, fake, fake_pool
+from reference import backward, forward
+
+CPU = Target("fake", "eager", "cpu")
+BROKEN = registry.Framework("broken", "adapters.no_such_adapter", "numpy", ("numpy",), ("eager",))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with fake_pool(fake("fake"), fake("fake2"), fake("absent", "poolgrad_no_such_module"), BROKEN) as p:
+        yield p
+
+
+def run_one(pool, x, g, timeout_s=20.0, target=CPU):
+    [outcome] = pool.run_group(target, SPEC, [x], [g], timeout_s)
+    return outcome
+
+
+def assert_matches_reference(outcome, x, g):
+    assert outcome.status == OK, outcome.message
+    np.testing.assert_array_equal(outcome.forward, forward(SPEC, x))
+    np.testing.assert_array_equal(outcome.grad_input, backward(SPEC, x, g))
+
+
+def test_abort_is_a_crash_and_later_cases_still_run(pool):
+    before = run_one(pool, *case(0)).info["pid"]
+    crashed = run_one(pool, *case(1, sentinel=ABORT))
+    assert crashed.status == CRASH
+    assert "killed by SIGABRT" in crashed.message
+    x, g = case(2)
+    later = run_one(pool, x, g)
+    assert_matches_reference(later, x, g)
+    assert later.info["pid"] != before  # a fresh worker answered
+
+
+def test_segfault_is_a_crash_whose_message_quotes_the_worker_stderr(pool):
+    crashed = run_one(pool, *case(3, sentinel=SEGFAULT))
+    assert crashed.status == CRASH
+    assert "killed by SIGSEGV" in crashed.message
+    assert "Fatal Python error: Segmentation fault" in crashed.message  # faulthandler, from the log
+    assert "fake_adapter.py" in crashed.message
+
+
+def test_hang_times_out_and_the_next_call_works(pool):
+    timed_out = run_one(pool, *case(4, sentinel=HANG), timeout_s=1)
+    assert timed_out.status == TIMEOUT
+    assert "exceeded 1 s" in timed_out.message
+    x, g = case(5)
+    assert_matches_reference(run_one(pool, x, g), x, g)
+
+
+def test_raise_is_an_error_and_keeps_the_worker(pool):
+    starts = pool.workers()["fake"].starts
+    errored = run_one(pool, *case(6, sentinel=RAISE))
+    assert errored.status == ERROR
+    assert errored.message == "ValueError: fake framework refuses the sentinel input"
+    x, g = case(7)
+    assert_matches_reference(run_one(pool, x, g), x, g)
+    assert pool.workers()["fake"].starts == starts
+
+
+def test_crash_in_a_batch_is_narrowed_to_the_crashing_case(pool):
+    cases = [case(8), case(9, sentinel=ABORT), case(10)]
+    outcomes = pool.run_group(CPU, SPEC, [x for x, _ in cases], [g for _, g in cases], 20.0)
+    assert [o.status for o in outcomes] == [OK, CRASH, OK]
+    assert "SIGABRT" in outcomes[1].message
+    for outcome, (x, g) in zip((outcomes[0], outcomes[2]), (cases[0], cases[2])):
+        assert_matches_reference(outcome, x, g)
+
+
+def test_each_framework_has_its_own_process(pool):
+    pids = {pool.describe(name)["environment"]["pid"] for name in ("fake", "fake2")}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_missing_framework_is_not_installed_and_starts_nothing(pool):
+    assert pool.describe("absent") == {"status": NOT_INSTALLED, "message": "absent is not installed"}
+    outcome = run_one(pool, *case(11), target=Target("absent", "eager", "cpu"))
+    assert (outcome.status, outcome.message) == (NOT_INSTALLED, "absent is not installed")
+    assert "absent" not in pool.workers()
+
+
+def test_adapter_that_fails_to_import_is_an_error(pool):
+    desc = pool.describe("broken")
+    assert desc["status"] == ERROR
+    assert "No module named 'adapters.no_such_adapter'" in desc["message"]
+    assert run_one(pool, *case(12), target=Target("broken", "eager", "cpu")).status == ERROR
+
+
+def test_gpu_target_without_a_gpu_is_no_device(pool):
+    outcome = run_one(pool, *case(13), target=Target("fake", "eager", "gpu"))
+    assert (outcome.status, outcome.message) == (NO_DEVICE, "no GPU present for fake")

@@ -1,0 +1,101 @@
+"""WorkerPool: warm workers, batched calls split back per case, describe, real frameworks."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from adapters import registry
+from adapters.base import OK, Target
+from adapters.pool import WorkerPool
+from fake_frameworks import SPEC, case, fake, fake_pool
+from reference import backward, forward
+
+CPU = Target("fake", "compiled", "cpu")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with fake_pool(fake("fake")) as p:
+        yield p
+
+
+def run(pool, cases):
+    return pool.run_group(CPU, SPEC, [x for x, _ in cases], [g for _, g in cases], 20.0)
+
+
+def test_same_spec_cases_run_as_one_call_and_split_back(pool):
+    cases = [case(0, n=1), case(1, n=2), case(2, n=1)]  # batch sizes may differ: stacked along N
+    outcomes = run(pool, cases)
+    for outcome, (x, g) in zip(outcomes, cases):
+        assert outcome.status == OK, outcome.message
+        np.testing.assert_array_equal(outcome.forward, forward(SPEC, x))
+        np.testing.assert_array_equal(outcome.grad_input, backward(SPEC, x, g))
+    calls = {o.info["calls"] for o in outcomes}
+    assert len(calls) == 1
+    [after] = run(pool, [case(3)])
+    assert after.info["calls"] == calls.pop() + 1
+
+
+def test_cases_of_different_shapes_or_dtypes_get_separate_calls_in_order(pool):
+    x16, g16 = case(4, dtype=np.float16)
+    wide = (np.zeros((1, 2, 6, 6), np.float32), np.ones((1, 2, 3, 3), np.float32))
+    cases = [case(5), (x16, g16), wide, case(6)]
+    outcomes = run(pool, cases)
+    assert [o.status for o in outcomes] == [OK] * 4
+    assert len({o.info["calls"] for o in outcomes}) == 3
+    assert outcomes[0].info["calls"] == outcomes[3].info["calls"]
+    assert [o.forward.shape for o in outcomes] == [(1, 2, 2, 2), (1, 2, 2, 2), (1, 2, 3, 3), (1, 2, 2, 2)]
+    assert outcomes[1].forward.dtype == np.float16
+
+
+def test_bfloat16_survives_the_trip_bit_for_bit(pool):
+    x, g = case(7, dtype=ml_dtypes.bfloat16)
+    [outcome] = run(pool, [(x, g)])
+    assert outcome.forward.dtype == ml_dtypes.bfloat16
+    assert outcome.grad_input.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(outcome.forward.view(np.uint16), forward(SPEC, x).view(np.uint16))
+    np.testing.assert_array_equal(outcome.grad_input.view(np.uint16), backward(SPEC, x, g).view(np.uint16))
+
+
+def test_describe_is_cached_and_the_worker_stays_warm(pool):
+    desc = pool.describe("fake")
+    assert desc["status"] == OK
+    assert (desc["version"], desc["devices"], desc["variants"]) == ("0.0", ["cpu"], ["eager", "compiled"])
+    assert desc["startup_s"] > 0
+    assert pool.describe("fake") is desc
+    pids = {o.info["pid"] for o in run(pool, [case(8)]) + run(pool, [case(9)])}
+    assert pids == {desc["environment"]["pid"]}
+    assert pool.workers()["fake"].starts == 1
+
+
+def test_close_stops_every_worker():
+    with fake_pool(fake("fake")) as p:
+        p.describe("fake")
+        worker = p.workers()["fake"]
+        assert worker.alive
+        p.close()
+        assert not worker.alive
+
+
+@pytest.fixture(scope="module")
+def real_pool():
+    p = WorkerPool()
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "jax"])
+def test_real_framework_worker_reports_its_version_and_cpu(real_pool, framework):
+    if not registry.installed(framework):
+        pytest.skip(f"{framework} is not installed")
+    module = registry.FRAMEWORKS[framework].module
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} does not exist yet")
+    desc = real_pool.describe(framework)
+    assert desc["status"] == OK, desc["message"]
+    assert desc["version"] == registry.installed_version(framework)
+    assert "cpu" in desc["devices"]
