@@ -131,13 +131,11 @@ def _pool_fn(call: _Call, dtype):
         layer = _keras_layer(call, dtype)
         return lambda x: (layer(x), None)
     if call.api == "argmax":
-        # argmax is TF's flat NHWC index ((b*H + y)*W + x)*C + c: include_batch_in_index=True
-        # makes it global over the batch, so it is unambiguous after splitting per case.
-        def argmax(x):
-            y, idx = tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, call.padding,
-                                                include_batch_in_index=True)
-            return y, idx
-        return argmax
+        # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
+        # include_batch_in_index=False), so a case's indices do not depend on its place in the
+        # stacked batch. With True, TF would add b*H*W*C.
+        return lambda x: tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, call.padding,
+                                                    include_batch_in_index=False)
     if call.api == "pool":
         kind = "MAX" if call.op == "max_pool" else "AVG"
         return lambda x: (tf.nn.pool(x, call.kernel, kind, strides=call.stride, padding=call.padding,

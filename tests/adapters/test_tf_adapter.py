@@ -121,13 +121,13 @@ def test_with_argmax_matches_reference_and_its_indices_decode_to_the_maxima():
     g = np.arange(1, g.size + 1, dtype=x.dtype).reshape(g.shape)   # one id per window
     outcome = ADAPTER.run(spec, "with_argmax", "cpu", x, g)
     assert_matches_reference(spec, x, g, outcome)
-    # TF's flat NHWC index with the batch included: ((b*H + y)*W + x)*C + c.
+    # TF's flat index within one NHWC image: (y*W + x)*C + c; the batch is the array's own.
     flat = outcome.indices.astype(np.int64)
-    b, rest = np.divmod(flat, h * w * c)
-    yy, rest = np.divmod(rest, w * c)
+    assert flat.shape == g.shape and flat.max() < h * w * c
+    yy, rest = np.divmod(flat, w * c)
     xx, cc = np.divmod(rest, c)
-    np.testing.assert_array_equal(b, np.arange(n)[:, None, None, None] + 0 * flat)
-    np.testing.assert_array_equal(cc, np.arange(c)[None, :, None, None] + 0 * flat)
+    b = np.broadcast_to(np.arange(n)[:, None, None, None], flat.shape)
+    np.testing.assert_array_equal(cc, np.broadcast_to(np.arange(c)[None, :, None, None], flat.shape))
     # Non-overlapping windows: the reference routes window k's id to exactly its argmax.
     dx = backward(spec, x, g)
     np.testing.assert_array_equal(dx[b, cc, yy, xx], g)
