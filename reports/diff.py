@@ -1,0 +1,168 @@
+"""What changed between two results sets: the release audit between a baseline and a new run.
+
+Records are matched by (case, target). Where one side holds a target at several framework
+versions (a version matrix), that target's records are matched by (case, target, version).
+Each matched pair that changed lands in exactly one category, checked in this order:
+new divergence, fixed, verdict change, policy change, expectation change (the expectations
+entry or the outcome against it), gradient change (a ``wrong`` gradient that moved).
+Coverage (targets, cases) and environment (versions, switches) changes are reported but are
+not behaviour: ``behaviour_changed`` is true only for the per-record categories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from .schema import NOT_RUN, is_divergence
+
+BEHAVIOUR = ("new_divergences", "fixed", "verdict_changes", "policy_changes", "expectation_changes",
+             "gradient_changes")
+
+
+@dataclasses.dataclass
+class Change:
+    case_id: str
+    target: str
+    before: str
+    after: str
+
+    def line(self) -> str:
+        return f"{self.case_id} on {self.target}: {self.before} -> {self.after}"
+
+
+@dataclasses.dataclass
+class Diff:
+    new_divergences: list[Change] = dataclasses.field(default_factory=list)
+    fixed: list[Change] = dataclasses.field(default_factory=list)
+    verdict_changes: list[Change] = dataclasses.field(default_factory=list)
+    policy_changes: list[Change] = dataclasses.field(default_factory=list)
+    expectation_changes: list[Change] = dataclasses.field(default_factory=list)
+    gradient_changes: list[Change] = dataclasses.field(default_factory=list)
+    targets_added: list[str] = dataclasses.field(default_factory=list)
+    targets_gone: list[str] = dataclasses.field(default_factory=list)
+    cases_added: int = 0
+    cases_gone: int = 0
+    version_changes: list[str] = dataclasses.field(default_factory=list)
+    environment_changes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def behaviour_changed(self) -> bool:
+        return any(getattr(self, name) for name in BEHAVIOUR)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["behaviour_changed"] = self.behaviour_changed
+        return d
+
+
+def describe(rec: dict) -> str:
+    """A verdict with its policies, as people read it: ``policy (tie=last, nan=propagate)``."""
+    text = rec["verdict"]
+    if rec.get("policy"):
+        text += f" ({policy_text(rec['policy'])})"
+    if rec.get("forward_policy") and rec["forward_policy"] != rec.get("policy"):
+        text += f" forward ({policy_text(rec['forward_policy'])})"
+    return text
+
+
+def policy_text(policy: dict | None) -> str:
+    return "-" if not policy else ", ".join(f"{k}={v}" for k, v in sorted(policy.items()))
+
+
+def _expectation_text(rec: dict) -> str:
+    exp = rec.get("expected")
+    claim = "no expectation" if not exp else f"expects {exp.get('verdict')} ({policy_text(exp.get('policy'))})"
+    return f"{rec['outcome']}, {claim}"
+
+
+def _versioned(results: list[dict]) -> set[str]:
+    versions = defaultdict(set)
+    for r in results:
+        versions[r["target"]].add(r["framework_version"])
+    return {t for t, v in versions.items() if len(v) > 1}
+
+
+def _index(results: list[dict], versioned: set[str]) -> dict[tuple, dict]:
+    return {(r["case_id"], r["target"], r["framework_version"] if r["target"] in versioned else ""): r
+            for r in results}
+
+
+def _classify(a: dict, b: dict) -> tuple[str, str, str] | None:
+    """(category, before, after) for a changed pair, or None when nothing changed."""
+    if is_divergence(a) != is_divergence(b) and not (a["verdict"] in NOT_RUN or b["verdict"] in NOT_RUN):
+        return ("new_divergences" if is_divergence(b) else "fixed"), describe(a), describe(b)
+    if a["verdict"] != b["verdict"]:
+        return "verdict_changes", describe(a), describe(b)
+    if (a.get("policy"), a.get("forward_policy")) != (b.get("policy"), b.get("forward_policy")):
+        return "policy_changes", describe(a), describe(b)
+    if (a.get("expected"), a["outcome"]) != (b.get("expected"), b["outcome"]):
+        return "expectation_changes", _expectation_text(a), _expectation_text(b)
+    if a["verdict"] == "wrong" and a.get("grad_input") != b.get("grad_input"):
+        return "gradient_changes", f"max abs error {a.get('max_abs_error')}", f"max abs error {b.get('max_abs_error')}"
+    return None
+
+
+def _framework_versions(envs: list[dict], results: list[dict]) -> dict[str, set]:
+    versions = defaultdict(set)
+    for r in results:
+        versions[r["framework"]].add(r["framework_version"])
+    for e in envs:
+        for name, fw in e["frameworks"].items():
+            if fw.get("version"):
+                versions[name].add(fw["version"])
+    return versions
+
+
+def _switches(envs: list[dict]) -> dict[str, set]:
+    seen = defaultdict(set)
+    for e in envs:
+        for k, v in e["env_switches"].items():
+            seen[k].add(str(v))
+    return seen
+
+
+def _set_changes(label: str, before: dict[str, set], after: dict[str, set]) -> list[str]:
+    def show(values):
+        return ", ".join(sorted(values)) or "(none)"
+    return [f"{label}{name}: {show(before.get(name, ()))} -> {show(after.get(name, ()))}"
+            for name in sorted(set(before) | set(after)) if before.get(name, set()) != after.get(name, set())]
+
+
+def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]) -> Diff:
+    (base_envs, base_results), (new_envs, new_results) = base, new
+    versioned = _versioned(base_results) | _versioned(new_results)
+    a, b = _index(base_results, versioned), _index(new_results, versioned)
+    d = Diff()
+    for key in sorted(set(a) & set(b)):
+        found = _classify(a[key], b[key])
+        if found:
+            category, before, after = found
+            getattr(d, category).append(Change(key[0], b[key]["target"], before, after))
+    targets_a = {k[1:] for k in a}
+    targets_b = {k[1:] for k in b}
+    d.targets_added = sorted(" ".join(filter(None, t)) for t in targets_b - targets_a)
+    d.targets_gone = sorted(" ".join(filter(None, t)) for t in targets_a - targets_b)
+    common = targets_a & targets_b
+    d.cases_added = sum(1 for k in set(b) - set(a) if k[1:] in common)
+    d.cases_gone = sum(1 for k in set(a) - set(b) if k[1:] in common)
+    d.version_changes = _set_changes("", _framework_versions(base_envs, base_results),
+                                     _framework_versions(new_envs, new_results))
+    d.environment_changes = _set_changes("switch ", _switches(base_envs), _switches(new_envs))
+    return d
+
+
+def format_text(d: Diff, base_name: str, new_name: str) -> str:
+    lines = [f"poolgrad diff: {base_name} -> {new_name}"]
+    sections = [("framework versions changed", d.version_changes),
+                ("environment switches changed", d.environment_changes)]
+    sections += [(name.replace("_", " "), [c.line() for c in getattr(d, name)]) for name in BEHAVIOUR]
+    sections += [("targets added", d.targets_added), ("targets gone", d.targets_gone)]
+    for title, items in sections:
+        if items:
+            lines.append(f"{title} ({len(items)}):")
+            lines.extend(f"  {item}" for item in items)
+    if d.cases_added or d.cases_gone:
+        lines.append(f"cases: {d.cases_added} added, {d.cases_gone} gone (on targets in both)")
+    lines.append("behaviour changed: " + ("yes (exit 1)" if d.behaviour_changed else "no (exit 0)"))
+    return "\n".join(lines)

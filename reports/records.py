@@ -1,0 +1,124 @@
+"""Reading and writing results records (JSON Lines) and the array encoding they use.
+
+Arrays are nested lists in channels-first layout. Values that JSON cannot hold, and the sign
+of zero that a JSON number may lose, are the strings "nan", "inf", "-inf" and "-0.0".
+Every suite dtype (float16, bfloat16, float32, float64) widens exactly to float64, so a value
+is written as its float64 shortest repr and decodes back to the same bits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from .schema import RecordError, validate
+
+SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0}
+
+
+def encode_array(a) -> list:
+    """A NumPy array as nested lists; floats use the special strings, integers stay ints."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iub":
+        return a.tolist()
+    f = a.astype(np.float64)
+    out = f.astype(object)
+    out[np.isnan(f)] = "nan"
+    out[f == np.inf] = "inf"
+    out[f == -np.inf] = "-inf"
+    out[(f == 0) & np.signbit(f)] = "-0.0"
+    return out.tolist()
+
+
+def decode_array(nested, dtype) -> np.ndarray:
+    """The inverse of encode_array: nested lists (with the special strings) to ``dtype``.
+
+    ``dtype`` may be a name ("bfloat16") or a NumPy dtype. A ragged list or an unknown string
+    raises ValueError.
+    """
+    dtype = _dtype(dtype)
+    obj = np.array(nested, dtype=object)
+    if obj.size and any(isinstance(v, list) for v in obj.flat):
+        raise ValueError("ragged nested list: every row must have the same length")
+    flat = obj.ravel()
+    out = np.empty(flat.shape, np.float64)
+    is_str = np.array([isinstance(v, str) for v in flat], dtype=bool)
+    for i in np.flatnonzero(is_str):
+        if flat[i] not in SPECIAL:
+            raise ValueError(f"unknown value {flat[i]!r} in an array; allowed strings: {', '.join(SPECIAL)}")
+        out[i] = SPECIAL[flat[i]]
+    out[~is_str] = flat[~is_str].astype(np.float64)
+    out = out.reshape(obj.shape)
+    return out.astype(dtype)
+
+
+def _dtype(dtype) -> np.dtype:
+    if isinstance(dtype, str):
+        from reference.dtypes import DTYPES
+        return DTYPES[dtype] if dtype in DTYPES else np.dtype(dtype)
+    return np.dtype(dtype)
+
+
+def _json_scalar(v):
+    """Non-finite metrics use the array strings: JSON has no NaN or infinity."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def dumps(rec: dict) -> str:
+    """One record as canonical JSON (sorted keys, no spaces): the same record, the same bytes."""
+    rec = {k: _json_scalar(v) for k, v in rec.items()}
+    return json.dumps(rec, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def write_record(fh, rec: dict) -> None:
+    """Append one record as a JSON line and flush, so a run that dies loses nothing written."""
+    fh.write(dumps(rec) + "\n")
+    fh.flush()
+
+
+def iter_file(path) -> Iterable[dict]:
+    """Validated records of one JSON-lines file; errors name the file and line."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield validate(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise RecordError(f"{path}:{lineno}: not a JSON object: {e.msg}") from None
+            except RecordError as e:
+                raise RecordError(f"{path}:{lineno}: {e}") from None
+
+
+def read_results(paths) -> tuple[list[dict], list[dict]]:
+    """(environments, results) of one or several results files, in file order."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return split(rec for p in paths for rec in iter_file(p))
+
+
+def split(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
+    envs, results = [], []
+    for rec in records:
+        (envs if rec["record"] == "environment" else results).append(rec)
+    return envs, results
+
+
+def load(source) -> tuple[list[dict], list[dict]]:
+    """(environments, results) from paths or from records already in memory (the plugin's)."""
+    if isinstance(source, (str, os.PathLike)):
+        return read_results([source])
+    items = list(source)
+    if items and all(isinstance(s, (str, os.PathLike)) for s in items):
+        return read_results([Path(s) for s in items])
+    try:
+        return split(validate(r) for r in items)
+    except RecordError as e:
+        raise RecordError(f"in-memory record: {e}") from None

@@ -1,0 +1,97 @@
+"""The results format ``poolgrad-results/1`` (see reports/FORMAT.md): record kinds, their
+fields, and a validator that names the file, line and field of the first problem.
+
+Validation is structural (keys, types, enumerations); arrays are checked only as far as
+"nested list or null" so reading 100,000 records stays fast — decode_array checks the cells.
+"""
+
+from __future__ import annotations
+
+SCHEMA = "poolgrad-results/1"
+
+VERDICTS = ("conforms", "policy", "inconsistent", "wrong", "unsupported", "error", "crash",
+            "timeout", "nondeterministic", "not_installed", "no_device")
+# Verdicts that are not a divergence: the target agrees with the spec or did not run the case.
+NOT_DIVERGENT = frozenset({"conforms", "unsupported", "not_installed", "no_device"})
+# Verdicts that say nothing about a target's behaviour (it did not run the case).
+NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
+OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")
+ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
+                "expected_grad_input", "indices")
+
+_STR, _NUM, _BOOL, _DICT, _LIST, _NONE = str, (int, float), bool, dict, list, type(None)
+# Non-finite errors are written as the array strings ("inf", "nan"), see records.write_record.
+_METRIC = (int, float, str, _NONE)
+
+ENVIRONMENT_FIELDS = {
+    "record": _STR, "schema": _STR, "run_id": _STR, "shard": (_STR, _NONE),
+    "suite_version": _STR, "suite_commit": (_STR, _NONE), "date": _STR, "python": _STR,
+    "numpy": _STR, "platform": _STR, "cpu": _STR, "frameworks": _DICT, "env_switches": _DICT,
+}
+RESULT_FIELDS = {
+    "record": _STR, "run_id": _STR, "case_id": _STR, "family": _STR, "op": _STR, "spec": _DICT,
+    "dtype": _STR, "framework": _STR, "framework_version": _STR, "variant": _STR, "device": _STR,
+    "target": _STR, "verdict": _STR, "policy": (_DICT, _NONE), "forward_policy": (_DICT, _NONE),
+    "valid_subgradient": (_BOOL, _NONE), "expected": (_DICT, _NONE), "outcome": _STR,
+    **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
+    "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
+    "message": _STR, "duration_s": (*_NUM, _NONE),
+}
+# Fields a writer may leave out; they read as null.
+OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
+                      "forward_policy", "valid_subgradient", "expected", "duration_s"})
+
+
+class RecordError(ValueError):
+    """A record that does not follow poolgrad-results/1."""
+
+
+def _type_name(types) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    names = {"str": "string", "int": "number", "float": "number", "dict": "object", "list": "list",
+             "bool": "true/false", "NoneType": "null"}
+    return " or ".join(dict.fromkeys(names[t.__name__] for t in types))
+
+
+def _check_fields(rec: dict, fields: dict) -> None:
+    unknown = sorted(set(rec) - set(fields))
+    if unknown:
+        raise RecordError(f"unknown field {unknown[0]!r} (schema {SCHEMA})")
+    for name, types in fields.items():
+        if name not in rec:
+            if name in OPTIONAL:
+                continue
+            raise RecordError(f"field {name!r} is missing")
+        value = rec[name]
+        # bool is an int subclass: only fields that allow bool accept it.
+        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise RecordError(f"field {name!r} must be {_type_name(types)}, got {value!r}")
+        if not isinstance(value, types):
+            raise RecordError(f"field {name!r} must be {_type_name(types)}, got {type(value).__name__}")
+
+
+def validate(rec) -> dict:
+    """Check one record; returns it with optional fields filled with null."""
+    if not isinstance(rec, dict):
+        raise RecordError(f"a record is a JSON object, got {type(rec).__name__}")
+    kind = rec.get("record")
+    if kind == "environment":
+        _check_fields(rec, ENVIRONMENT_FIELDS)
+        if rec["schema"] != SCHEMA:
+            raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
+        return rec
+    if kind != "result":
+        raise RecordError(f"field 'record' must be 'environment' or 'result', got {kind!r}")
+    _check_fields(rec, RESULT_FIELDS)
+    if rec["verdict"] not in VERDICTS:
+        raise RecordError(f"field 'verdict': unknown {rec['verdict']!r}; allowed: {', '.join(VERDICTS)}")
+    if rec["outcome"] not in OUTCOMES:
+        raise RecordError(f"field 'outcome': unknown {rec['outcome']!r}; allowed: {', '.join(OUTCOMES)}")
+    target = f"{rec['framework']}-{rec['variant']}-{rec['device']}"
+    if rec["target"] != target:
+        raise RecordError(f"field 'target' must be framework-variant-device ({target!r}), got {rec['target']!r}")
+    return {**{name: None for name in OPTIONAL}, **rec}
+
+
+def is_divergence(rec: dict) -> bool:
+    return rec["verdict"] not in NOT_DIVERGENT
