@@ -1,0 +1,40 @@
+"""The Markdown summary for CI pages and pull requests: totals, matrix, divergence list.
+
+Every interpolated value is escaped for Markdown and inline HTML (``finalize``), so a case id
+cannot break a table or inject markup into a rendered page.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jinja2
+
+from . import model
+
+MAX_LISTED = 200   # divergences listed; the HTML report has them all
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def escape(value) -> str:
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=False, finalize=escape, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["percent"] = lambda share: "n/a" if share is None else f"{100 * share:.1f}%"
+
+
+def render(report: model.Report) -> str:
+    return _ENV.get_template("summary.md.j2").render(r=report, max_listed=MAX_LISTED)
+
+
+def write_markdown(source, out_path, baseline=None) -> model.Report:
+    """Write the Markdown summary for ``source`` (results paths or records) to ``out_path``."""
+    report = model.build(source, baseline)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(render(report), encoding="utf-8")
+    return report

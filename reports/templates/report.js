@@ -1,0 +1,40 @@
+// Filters: an element with data-<key> is hidden when a chosen value for <key> is not among its
+// (space-separated) values; data-text must contain the search text. No framework, no network.
+(function () {
+  var selects = Array.prototype.slice.call(document.querySelectorAll('select[data-filter]'));
+  var search = document.getElementById('search');
+  var shown = document.getElementById('shown');
+  function apply() {
+    var text = search.value.trim().toLowerCase(), count = 0;
+    document.querySelectorAll('.f').forEach(function (el) {
+      var ok = selects.every(function (s) {
+        var have = el.dataset[s.dataset.filter];
+        return !s.value || have === undefined || have.split(' ').indexOf(s.value) >= 0;
+      }) && (!text || el.dataset.text === undefined || el.dataset.text.indexOf(text) >= 0);
+      el.hidden = !ok;
+      if (ok && el.classList.contains('div')) count++;
+    });
+    shown.textContent = count;
+  }
+  selects.forEach(function (s) { s.addEventListener('change', apply); });
+  search.addEventListener('input', apply);
+  // A matrix cell with divergences filters the list down to its target and op.
+  document.querySelectorAll('td.go').forEach(function (td) {
+    td.addEventListener('click', function () {
+      selects.forEach(function (s) { s.value = td.dataset['go' + s.dataset.filter] || ''; });
+      apply();
+      document.getElementById('divergences').scrollIntoView();
+    });
+  });
+  document.querySelectorAll('button.copy').forEach(function (b) {
+    b.addEventListener('click', function () {
+      var pre = document.getElementById(b.dataset.for);
+      var range = document.createRange();
+      range.selectNodeContents(pre);
+      window.getSelection().removeAllRanges();
+      window.getSelection().addRange(range);
+      if (navigator.clipboard) { navigator.clipboard.writeText(pre.textContent).catch(function () {}); }
+    });
+  });
+  apply();
+})();
