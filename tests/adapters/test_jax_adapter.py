@@ -1,0 +1,206 @@
+"""The JAX adapter, in process: results against the NumPy reference on tie-free inputs, and
+pass-through (equal to calling JAX directly) where JAX's own tie/NaN behaviour is the answer."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from jax import lax  # noqa: E402
+
+from adapters import base  # noqa: E402
+from adapters.jax_adapter import ADAPTER  # noqa: E402
+from reference import PoolSpec, backward, forward, output_shape  # noqa: E402
+
+DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
+# Relative tolerance for sums and powers computed in the dtype (the reference rounds once).
+RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-5, "float64": 1e-12}
+VARIANTS = ADAPTER.variants
+
+OPS = {
+    "max_pool": {"op": "max_pool", "kernel_size": 2, "stride": 1},
+    "avg_pool": {"op": "avg_pool", "kernel_size": 2, "stride": 1, "padding": 1},
+    "lp_pool": {"op": "lp_pool", "kernel_size": 2, "norm_type": 2},
+    "adaptive_max_pool": {"op": "adaptive_max_pool", "output_size": 2},
+    "adaptive_avg_pool": {"op": "adaptive_avg_pool", "output_size": 2},
+}
+SHAPES = {1: (2, 2, 6), 2: (1, 2, 4, 6), 3: (1, 2, 4, 4, 2)}
+
+
+def tie_free(shape, dtype):
+    """Distinct small integers: exact in every dtype, so max windows have no ties."""
+    n = int(np.prod(shape))
+    return (np.random.default_rng(n).permutation(n) - n // 2).reshape(shape).astype(dtype)
+
+
+def probe(shape, dtype):
+    """Distinct positive integers as grad_output: max routing sums stay exact."""
+    return (np.arange(int(np.prod(shape))) + 1).reshape(shape).astype(dtype)
+
+
+def reference_spec(spec, shape):
+    """Uniform adaptive bins are the sliding window with kernel = stride = L / out (PyTorch's
+    bins start at i*L/out and end at (i+1)*L/out); reference.forward does not yet take
+    adaptive_avg_pool, so adaptive cases are checked against that identity."""
+    if not spec.is_adaptive:
+        return spec
+    out = output_shape(spec, shape)[2:]
+    kernel = [length // o for length, o in zip(shape[2:], out)]
+    return PoolSpec.from_dict({"op": spec.op.removeprefix("adaptive_"), "kernel_size": kernel})
+
+
+def check_against_reference(spec_dict, shape, dtype_name, variant):
+    dtype = DTYPES[dtype_name]
+    spec = PoolSpec.from_dict(spec_dict)
+    x = tie_free(shape, dtype)
+    g = probe(output_shape(spec, shape), dtype)
+    out = ADAPTER.run(spec, variant, "cpu", x, g)
+    assert out.status == base.OK, out.message
+    assert out.forward.dtype == x.dtype and out.grad_input.dtype == x.dtype
+    ref = reference_spec(spec, shape)
+    want_y, want_dx = forward(ref, x), backward(ref, x, g)
+    assert out.forward.shape == want_y.shape and out.grad_input.shape == want_dx.shape
+    if spec.is_max:  # routing of tie-free windows with integer gradients is exact
+        np.testing.assert_array_equal(out.forward, want_y)
+        np.testing.assert_array_equal(out.grad_input, want_dx)
+        return
+    rtol = RTOL[dtype_name]
+    for got, want in ((out.forward, want_y), (out.grad_input, want_dx)):
+        want = want.astype(np.float64)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("rank", SHAPES)
+def test_every_op_and_rank(variant, op, rank):
+    check_against_reference(OPS[op], SHAPES[rank], "float64", variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool", "lp_pool"])
+def test_dtypes(variant, dtype, op):
+    check_against_reference(OPS[op], SHAPES[2], dtype, variant)
+
+
+GEOMETRY = {
+    "asymmetric_pad_max": {"op": "max_pool", "kernel_size": 3, "stride": 2, "padding": [[1, 0], [0, 2]]},
+    "asymmetric_pad_avg": {"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": [[1, 0], [0, 2]],
+                           "count_include_pad": False},
+    "ceil_max": {"op": "max_pool", "kernel_size": 2, "stride": 2, "ceil_mode": True},
+    "ceil_pad_max": {"op": "max_pool", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    "ceil_avg_include_pad": {"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    "ceil_avg_exclude_pad": {"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                             "count_include_pad": False},
+    "ceil_lp_clipped": {"op": "lp_pool", "kernel_size": 2, "stride": 2, "ceil_mode": True, "norm_type": 4},
+    "dilation_avg": {"op": "avg_pool", "kernel_size": 2, "dilation": [2, 1], "padding": 1},
+    "dilation_lp": {"op": "lp_pool", "kernel_size": 2, "stride": 1, "dilation": 2, "norm_type": 2},
+    "divisor_override": {"op": "avg_pool", "kernel_size": 3, "padding": 1, "divisor_override": 5},
+    "same": {"op": "max_pool", "kernel_size": 2, "stride": 2, "padding": "SAME"},
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("case", GEOMETRY)
+def test_geometry(variant, case):
+    # 5 x 7: odd lengths give ceil_mode a partial last window on both axes.
+    check_against_reference(GEOMETRY[case], (1, 2, 5, 7), "float64", variant)
+
+
+def direct_max_pool(x, g, k, s, pads=0, d=1):
+    """max pooling and its VJP by calling JAX in the test: what the adapter must pass through."""
+    rank = x.ndim - 2
+    pool = lambda v: lax.reduce_window(v, np.asarray(-np.inf, v.dtype), lax.max, (1, 1) + (k,) * rank,
+                                       (1, 1) + (s,) * rank, ((0, 0),) * 2 + ((pads, pads),) * rank,
+                                       window_dilation=(1, 1) + (d,) * rank)
+    y, vjp = jax.vjp(pool, x)
+    return np.asarray(y), np.asarray(vjp(g)[0])
+
+
+PASS_THROUGH = {
+    "ties": [3, 1, 3, 3, 2, 3, 0, 3],
+    "nans": [1, np.nan, 3, np.nan, 5, np.nan, 0, 2],
+    "signed_zeros_infs": [0.0, -0.0, -0.0, 0.0, np.inf, np.inf, -np.inf, -np.inf],
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("case", PASS_THROUGH)
+def test_ties_and_nans_pass_through(variant, dtype, case):
+    x = np.array(PASS_THROUGH[case], dtype=DTYPES[dtype]).reshape(1, 1, 8)
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 3, "stride": 1, "padding": 1})
+    g = probe((1, 1, 8), x.dtype)
+    out = ADAPTER.run(spec, variant, "cpu", x, g)
+    want_y, want_dx = direct_max_pool(x, g, k=3, s=1, pads=1)
+    assert out.status == base.OK, out.message
+    # Bitwise, so signed zeros and NaNs count.
+    assert out.forward.tobytes() == want_y.tobytes() and out.grad_input.tobytes() == want_dx.tobytes()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dilated_max_pool_is_what_jax_does(variant):
+    """jax 0.10 has no VJP for dilated max windows; the adapter must report exactly what JAX did."""
+    x = tie_free((1, 1, 7), np.float32)
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "dilation": 2})
+    g = probe(output_shape(spec, x.shape), np.float32)
+    out = ADAPTER.run(spec, variant, "cpu", x, g)
+    try:
+        want_y, want_dx = direct_max_pool(x, g, k=2, s=2, d=2)
+    except Exception as e:
+        assert out.status == base.ERROR and out.message.startswith(f"{type(e).__name__}: ")
+        return
+    assert out.status == base.OK
+    np.testing.assert_array_equal(out.grad_input, want_dx)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lp_gradient_of_a_zero_window_is_passed_through(variant):
+    x = np.array([[[0.0, 0.0, 1.0, 2.0]]])
+    g = np.ones((1, 1, 2))
+    out = ADAPTER.run(PoolSpec.from_dict({"op": "lp_pool", "kernel_size": 2, "norm_type": 2}), variant, "cpu", x, g)
+    _, vjp = jax.vjp(lambda v: lax.reduce_window(v ** 2.0, 0.0, lax.add, (1, 1, 2), (1, 1, 2), "VALID") ** 0.5, x)
+    assert out.status == base.OK
+    np.testing.assert_array_equal(out.grad_input, np.asarray(vjp(g)[0]))  # NaN where the window sums to 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("op", ["adaptive_max_pool", "adaptive_avg_pool"])
+def test_non_uniform_adaptive_is_unsupported(variant, op):
+    spec = PoolSpec.from_dict({"op": op, "output_size": [2, 4]})
+    out = ADAPTER.run(spec, variant, "cpu", tie_free((1, 1, 4, 6), np.float32), np.ones((1, 1, 2, 4), np.float32))
+    assert out.status == base.UNSUPPORTED
+    assert "non-uniform bins" in out.message
+
+
+def test_jit_reuses_one_trace_per_spec():
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "stride": 1, "padding": [[0, 1]]})
+    x, g = tie_free((3, 2, 5), np.float32), probe((3, 2, 5), np.float32)
+    first = ADAPTER.run(spec, "jit", "cpu", x, g).info["compiles"]
+    again = ADAPTER.run(spec, "jit", "cpu", x + 1, g).info["compiles"]
+    other = ADAPTER.run(PoolSpec.from_dict({"op": "max_pool", "kernel_size": 3, "stride": 1, "padding": 1}),
+                        "jit", "cpu", x, g).info["compiles"]
+    assert again == first and other == first + 1
+
+
+def test_jax_exceptions_become_errors():
+    spec = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 2})
+    out = ADAPTER.run(spec, "eager", "cpu", np.ones((1, 1, 4)), np.ones((1, 1, 3)))  # wrong grad shape
+    assert out.status == base.ERROR and out.message.split(":")[0].endswith("Error")
+
+
+def test_devices_and_environment():
+    assert ADAPTER.devices()[0] == "cpu"
+    assert ADAPTER.version() == jax.__version__
+    env = ADAPTER.environment()
+    assert env["jax"] == jax.__version__ and "cpu" in env["devices"]
+
+
+def test_gpu_without_a_gpu_is_no_device():
+    if "gpu" in ADAPTER.devices():
+        pytest.skip("a GPU is visible to JAX")
+    x = np.ones((1, 1, 4), np.float32)
+    out = ADAPTER.run(PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2}), "jit", "gpu", x, np.ones((1, 1, 2), np.float32))
+    assert out.status == base.NO_DEVICE and "no GPU" in out.message
