@@ -151,6 +151,15 @@ def _forward_backward(pool, x, g):
     return y, tape.gradient(y, x, output_gradients=g), idx
 
 
+def _onednn_enabled() -> bool | None:
+    """Effective oneDNN state (TF_ENABLE_ONEDNN_OPTS and platform default), via TF's own probe."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):   # private module: absent or renamed in other TF builds
+        return None
+
+
 class TensorFlowAdapter:
     framework = "tensorflow"
     variants = VARIANTS
@@ -176,6 +185,9 @@ class TensorFlowAdapter:
             "cudnn_build": build.get("cudnn_version"),
             "is_cuda_build": build.get("is_cuda_build"),
             "gpu": [tf.config.experimental.get_device_details(d).get("device_name", d.name) for d in gpus],
+            # oneDNN (default on for x86 Linux) swaps in other max-pool kernels with other
+            # tie/NaN routing, notably in graphs (function variant) and for 3-D pooling.
+            "onednn": _onednn_enabled(),
         }
         env.update({k: os.environ[k] for k in _ENV_SWITCHES if k in os.environ})
         return env

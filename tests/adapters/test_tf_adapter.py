@@ -221,7 +221,7 @@ def test_devices_environment_and_version():
     assert ADAPTER.devices()[0] == "cpu"
     env = ADAPTER.environment()
     assert env["tensorflow"] == tf.__version__ and env["keras_backend"] == "tensorflow"
-    assert {"cuda_build", "cudnn_build", "gpu"} <= set(env)
+    assert {"cuda_build", "cudnn_build", "gpu", "onednn"} <= set(env)
 
 
 @pytest.mark.skipif(bool(tf.config.list_physical_devices("GPU")), reason="a GPU is present")
