@@ -1,0 +1,51 @@
+"""Recorded results for the reports tests: realistic records built with the reference
+(reports.synthetic), written as JSON-lines files the way the pytest plugin writes them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reports import synthetic
+from reports.records import write_record
+
+TIE_ID = "max_pool2d-k2s1-ties_overlap-float32"
+XSS_ID = "<img src=x onerror=alert(1)>"
+# (framework, variant, tie policy it is recorded as following)
+TARGETS = [("torch", "eager", "first"), ("torch", "compile", "first"), ("tensorflow", "eager", "last"),
+           ("tensorflow", "xla", "last"), ("jax", "eager", "all"), ("jax", "jit", "all")]
+
+
+def run_records(run_id="run-a", *, versions=None, expected_policy=None) -> list[dict]:
+    """One run: environment plus tie, random and injected-id cases on six targets."""
+    versions = versions or synthetic.VERSIONS
+    spec, x, g = synthetic.tie_case()
+    rng = np.random.default_rng(0)
+    rx = rng.permutation(16).astype(np.float32).reshape(1, 1, 4, 4)
+    rg = np.array([[[[1, 2], [4, 8]]]], np.float32)
+    avg = {"op": "avg_pool2d", "kernel_size": 2, "stride": 2, "dtype": "float32"}
+    recs = [synthetic.environment(run_id, versions=versions)]
+    for fw, variant, tie in TARGETS:
+        common = {"framework": fw, "variant": variant, "run_id": run_id, "version": versions[fw]}
+        expected = None
+        if fw == "tensorflow":
+            policy = expected_policy or {"tie": "last", "nan": "propagate"}
+            expected = {"id": "tf-tie-last", "verdict": "policy", "policy": policy,
+                        "reason": "TF CPU MaxPoolGrad routes ties to the last maximum", "link": "https://example.org/tf"}
+        outcome = None
+        if expected and expected["policy"]["tie"] != tie:
+            outcome = "behaviour_changed"
+        recs.append(synthetic.result(TIE_ID, "ties_overlap", spec, x, g, tie=tie, expected=expected,
+                                     outcome=outcome, **common))
+        recs.append(synthetic.result("max_pool2d-k2s2-random-float32", "random", {**spec, "stride": 2}, rx, rg, **common))
+        recs.append(synthetic.result("avg_pool2d-k2s2-random-float32", "random", avg, rx, rg, **common))
+    recs.append(synthetic.result(XSS_ID, "ties_overlap", spec, x, g, framework="jax", variant="eager",
+                                 run_id=run_id, version=versions["jax"], tie="split"))
+    return recs
+
+
+def write(path, records):
+    with open(path, "w") as fh:
+        for rec in records:
+            write_record(fh, rec)
+    return path
+

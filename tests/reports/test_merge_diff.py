@@ -1,0 +1,107 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from reports import synthetic
+from reports.__main__ import main
+from reports_recorded import TIE_ID, run_records, write
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shards(records, n):
+    """What n shard processes of one run write: each its own run id, environment and share of cases."""
+    env, results = records[0], records[1:]
+    out = []
+    for i in range(n):
+        run_id = f"shard-{i}"
+        part = [{**r, "run_id": run_id, "duration_s": 0.5 * i} for r in results[i::n]]
+        out.append([*part, {**env, "run_id": run_id, "shard": f"{i + 1}/{n}"}])  # environment written last
+    return out
+
+
+def test_four_shards_merge_to_the_bytes_of_the_unsharded_run(tmp_path):
+    full = run_records("unsharded")
+    write(tmp_path / "full.jsonl", full)
+    paths = [write(tmp_path / f"s{i}.jsonl", part) for i, part in enumerate(shards(full, 4))]
+    assert main(["merge", str(tmp_path / "full.jsonl"), "-o", str(tmp_path / "a.jsonl")]) == 0
+    # reversed order and a duplicated shard must not matter
+    assert main(["merge", *map(str, reversed(paths)), str(paths[0]), "-o", str(tmp_path / "b.jsonl")]) == 0
+    a, b = (tmp_path / "a.jsonl").read_bytes(), (tmp_path / "b.jsonl").read_bytes()
+    assert a == b
+    lines = [json.loads(line) for line in a.splitlines()]
+    assert [r["record"] for r in lines].count("environment") == 1
+    assert len(lines) == len(full)
+
+
+def test_two_shards_build_the_same_report_as_the_unsharded_run(tmp_path):
+    full = run_records("unsharded")
+    write(tmp_path / "full.jsonl", full)
+    paths = [write(tmp_path / f"s{i}.jsonl", part) for i, part in enumerate(shards(full, 2))]
+    main(["build", str(tmp_path / "full.jsonl"), "-o", str(tmp_path / "a.html")])
+    main(["build", *map(str, paths), "-o", str(tmp_path / "b.html")])
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
+
+
+def test_versions_of_one_target_stay_apart_in_a_merge(tmp_path):
+    old = run_records("old", versions={**synthetic.VERSIONS, "torch": "2.12.1+cpu"})
+    new = run_records("new")
+    main(["merge", str(write(tmp_path / "o.jsonl", old)), str(write(tmp_path / "n.jsonl", new)),
+          "-o", str(tmp_path / "m.jsonl")])
+    lines = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    torch_versions = {r["framework_version"] for r in lines if r["record"] == "result" and r["framework"] == "torch"}
+    assert torch_versions == {"2.12.1+cpu", "2.13.0+cpu"}
+    assert sum(r["record"] == "environment" for r in lines) == 2
+
+
+def test_diff_of_a_run_with_itself_is_empty_and_exits_0(tmp_path, capsys):
+    path = write(tmp_path / "a.jsonl", run_records())
+    assert main(["diff", str(path), str(path)]) == 0
+    assert "behaviour changed: no" in capsys.readouterr().out
+
+
+def test_diff_names_an_edited_expected_policy_and_exits_1(tmp_path, capsys):
+    base = write(tmp_path / "a.jsonl", run_records())
+    edited = write(tmp_path / "b.jsonl", run_records(expected_policy={"tie": "first", "nan": "propagate"}))
+    assert main(["diff", str(base), str(edited), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    changes = d["expectation_changes"]
+    assert {(c["case_id"], c["target"]) for c in changes} == {(TIE_ID, "tensorflow-eager-cpu"), (TIE_ID, "tensorflow-xla-cpu")}
+    assert changes[0]["before"].startswith("expected") and changes[0]["after"].startswith("behaviour_changed")
+    assert not d["policy_changes"] and not d["new_divergences"] and d["behaviour_changed"]
+
+
+def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
+    base = run_records()
+    new = run_records(versions={**synthetic.VERSIONS, "jax": "0.11.0"})
+    for r in new:  # the new jax routes ties to the first maximum: conforms now
+        if r["record"] == "result" and r["framework"] == "jax" and r["case_id"] == TIE_ID:
+            r.update(verdict="conforms", outcome="pass", policy={"tie": "first", "nan": "propagate"},
+                     grad_input=r["expected_grad_input"], differing_cells=[])
+    assert main(["diff", str(write(tmp_path / "a.jsonl", base)), str(write(tmp_path / "b.jsonl", new))]) == 1
+    out = capsys.readouterr().out
+    assert "jax: 0.10.2 -> 0.11.0" in out
+    assert f"fixed (2):\n  {TIE_ID} on jax-eager-cpu: policy (nan=propagate, tie=all)" in out
+    assert "new divergences" not in out and "targets gone" not in out
+
+
+def test_diff_with_only_a_version_change_exits_0(tmp_path, capsys):
+    base = write(tmp_path / "a.jsonl", run_records())
+    new = write(tmp_path / "b.jsonl", run_records(versions={**synthetic.VERSIONS, "torch": "2.14.0"}))
+    assert main(["diff", str(base), str(new)]) == 0
+    assert "torch: 2.13.0+cpu -> 2.14.0" in capsys.readouterr().out
+
+
+def test_diff_reports_targets_gone(tmp_path, capsys):
+    recs = run_records()
+    fewer = [r for r in recs if r.get("variant") != "xla"]
+    main(["diff", str(write(tmp_path / "a.jsonl", recs)), str(write(tmp_path / "b.jsonl", fewer))])
+    assert "targets gone (1):\n  tensorflow-xla-cpu" in capsys.readouterr().out
+
+
+def test_cli_runs_as_a_module_and_refuses_bad_input_with_exit_2(tmp_path):
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    r = subprocess.run([sys.executable, "-m", "reports", "build", str(tmp_path / "bad.jsonl"), "-o",
+                        str(tmp_path / "x.html")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "bad.jsonl:1: not a JSON object" in r.stderr

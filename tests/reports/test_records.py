@@ -1,0 +1,62 @@
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from reports import schema
+from reports.records import decode_array, encode_array, read_results, write_record
+
+from reports_recorded import run_records, write
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_encode_decode_round_trip_is_bit_exact(dtype):
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    values = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, -3.25, 0.1, 1e-3, 7e-8], dtype=np.float64)
+    a = values.astype(dt).reshape(1, 1, 2, 5)
+    nested = json.loads(json.dumps(encode_array(a)))
+    assert nested[0][0][0][:5] == [0.0, "-0.0", "nan", "inf", "-inf"]
+    back = decode_array(nested, dtype)
+    assert back.dtype == dt
+    assert back.tobytes() == a.tobytes()
+
+
+def test_integer_arrays_stay_integers():
+    idx = np.array([[[0, 5]]], dtype=np.int64)
+    assert encode_array(idx) == [[[0, 5]]]
+    assert decode_array([[[0, 5]]], np.int64).tolist() == [[[0, 5]]]
+
+
+@pytest.mark.parametrize("bad, words", [([[1.0], [1.0, 2.0]], "ragged"), ([1.0, "NaN"], "unknown value")])
+def test_decode_refuses_bad_arrays(bad, words):
+    with pytest.raises(ValueError, match=words):
+        decode_array(bad, "float32")
+
+
+def test_write_then_read_validates_and_splits(tmp_path):
+    recs = run_records()
+    envs, results = read_results(write(tmp_path / "r.jsonl", recs))
+    assert len(envs) == 1 and len(results) == len(recs) - 1
+    assert results[0]["case_id"] == recs[1]["case_id"]
+
+
+def test_non_finite_metrics_are_written_as_strings(tmp_path):
+    rec = {**run_records()[1], "max_abs_error": float("inf")}
+    with open(tmp_path / "r.jsonl", "w") as fh:
+        write_record(fh, rec)
+    assert json.loads((tmp_path / "r.jsonl").read_text())["max_abs_error"] == "inf"
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"verdict": "fine"}, "field 'verdict': unknown 'fine'"),
+    ({"target": "torch-eager-gpu"}, "field 'target'"),
+    ({"colour": "red"}, "unknown field 'colour'"),
+    ({"case_id": 3}, "field 'case_id' must be string"),
+])
+def test_a_bad_record_is_named_by_file_line_and_field(tmp_path, edit, words):
+    recs = run_records()
+    recs[2] = {**recs[2], **edit}
+    path = write(tmp_path / "bad.jsonl", recs)
+    with pytest.raises(schema.RecordError, match=f"bad.jsonl:3: {words}"):
+        read_results(path)
