@@ -1,0 +1,109 @@
+"""The catalogue as a whole: deterministic, fast, readable ids, every op and rank, valid for
+the reference."""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+import numpy as np
+import pytest
+
+import reference
+from cases import catalogue, families
+from cases.ids import geometry_tag, parse_id
+from reference import OPS, PoolSpec
+
+CASES = catalogue()
+# The module, which `cases.catalogue` (the function) shadows as an attribute.
+catalogue_module = importlib.import_module("cases.catalogue")
+
+
+def _same(a, b) -> bool:
+    return (a.id == b.id and a.family == b.family and a.spec == b.spec
+            and a.input.dtype == b.input.dtype and a.input.shape == b.input.shape
+            and a.input.tobytes() == b.input.tobytes() and a.grad_output.tobytes() == b.grad_output.tobytes())
+
+
+def test_fresh_build_is_identical_and_fast():
+    build = catalogue_module._catalogue.__wrapped__  # bypasses the cache
+    start = time.perf_counter()
+    fresh = build()
+    assert time.perf_counter() - start < 3.0
+    assert len(fresh) == len(CASES)
+    assert all(_same(a, b) for a, b in zip(fresh, CASES))
+    assert [c.id for c in catalogue()] == [c.id for c in CASES]
+
+
+def test_size_is_what_ci_can_afford():
+    assert 1500 <= len(CASES) <= 3000
+
+
+def test_ids_unique():
+    ids = [c.id for c in CASES]
+    assert len(set(ids)) == len(ids)
+
+
+def test_every_family_present():
+    assert {c.family for c in CASES} == set(families())
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_and_rank_in_every_dtype(op, rank):
+    dtypes = {c.spec.dtype for c in CASES if c.spec.op == op and c.spec.rank == rank}
+    assert dtypes == set(reference.DTYPES)
+
+
+def test_ids_parse_back_to_the_spec():
+    for c in CASES:
+        parsed = parse_id(c.id)
+        assert PoolSpec.from_dict(parsed["spec"]) == c.spec, c.id
+        assert parsed["family"] == c.family
+        assert geometry_tag(c.spec) == c.id.split("-")[1]
+
+
+def test_id_reads_like_the_spec():
+    c = next(c for c in CASES if c.id == "max_pool2d-k3s1-ties_overlap-float16")
+    assert (c.spec.op, c.spec.rank, c.spec.kernel_size, c.spec.stride) == ("max_pool", 2, 3, 1)
+    assert parse_id("avg_pool3d-k3s2p0_1ceilcip0div5-padding-negative-bfloat16")["spec"] == {
+        "op": "avg_pool3d", "kernel_size": 3, "stride": 2, "padding": [[0, 1]] * 3, "ceil_mode": True,
+        "count_include_pad": False, "divisor_override": 5, "dtype": "bfloat16"}
+
+
+def test_arrays_have_the_case_dtype_shape_and_are_read_only():
+    limits = {1: 8, 2: 8, 3: 5}
+    for c in CASES:
+        dtype = reference.DTYPES[c.spec.dtype]
+        assert c.input.dtype == dtype and c.grad_output.dtype == dtype, c.id
+        assert c.input.ndim == c.spec.rank + 2 and max(c.input.shape[2:]) <= limits[c.spec.rank], c.id
+        assert c.grad_output.shape == reference.output_shape(c.spec, c.input.shape), c.id
+        assert not c.input.flags.writeable and not c.grad_output.flags.writeable
+
+
+def test_every_case_runs_through_the_reference():
+    for c in CASES:
+        y = reference.forward(c.spec, c.input)
+        dx = reference.backward(c.spec, c.input, c.grad_output)
+        assert y.shape == c.grad_output.shape and dx.shape == c.input.shape, c.id
+
+
+def test_group_key_batches_same_spec_dtype_and_shape():
+    keys = {}
+    for c in CASES:
+        keys.setdefault(c.group_key, []).append(c)
+    for members in keys.values():
+        assert len({(m.spec, m.input.shape) for m in members}) == 1
+    assert len(keys) < len(CASES)  # families sharing a geometry do batch
+
+
+def test_family_definitions_are_checked(tmp_path, monkeypatch):
+    bad = tmp_path / "families.toml"
+    bad.write_text('[oops]\ngenerator = "plain.tie_free"\ngeometries.max_pool = ["k2s2"]\nsizes = [1]\n')
+    monkeypatch.setattr(catalogue_module, "FAMILIES_PATH", bad)
+    catalogue_module._definitions.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="oops"):
+            catalogue_module._definitions()
+    finally:
+        catalogue_module._definitions.cache_clear()

@@ -1,0 +1,246 @@
+"""Each family holds what its name says, checked window by window with brute-force windows."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections import defaultdict
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from brute_windows import windows
+from cases import catalogue, families
+from cases.families import Context, generate
+from cases.ids import parse_id
+from cases.windows import window_taps
+from reference import PoolSpec, output_shape, resolve
+from reference.dtypes import dtype_from_name
+
+catalogue_module = importlib.import_module("cases.catalogue")
+CASES = catalogue()
+
+
+def planes(a: np.ndarray) -> np.ndarray:
+    """(N*C, spatial elements) float64."""
+    return a.astype(np.float64).reshape(a.shape[0] * a.shape[1], -1)
+
+
+def variant_of(case):
+    return parse_id(case.id)["variant"]
+
+
+def planes_and_windows(case):
+    """(plane values as float64, taps with None for padding, real taps) for every window."""
+    wins = windows(case.spec, case.input.shape[2:])
+    for plane in planes(case.input):
+        for taps in wins:
+            yield plane, taps, [t for t in taps if t is not None]
+
+
+def any_window(case, pred) -> bool:
+    return any(pred(plane[real], taps, real, plane) for plane, taps, real in planes_and_windows(case) if real)
+
+
+def n_max(v) -> int:
+    return int((v == v.max()).sum())
+
+
+def is_neg_zero(v) -> bool:
+    return v == 0 and math.copysign(1.0, v) < 0
+
+
+def ties_window(case):
+    if variant_of(case) == "all":
+        return any_window(case, lambda v, *_: len(v) >= 2 and n_max(v) == len(v))
+    n = int(variant_of(case))
+    return any_window(case, lambda v, *_: n_max(v) >= n)
+
+
+def ties_overlap(case):
+    wins = windows(case.spec, case.input.shape[2:])
+    real = [{t for t in w if t is not None} for w in wins]
+    for plane in planes(case.input):
+        top = [max(plane[list(r)]) for r in real]
+        for i, j in ((i, j) for i in range(len(real)) for j in range(len(real)) if i != j):
+            shared = [a for a in real[i] & real[j] if plane[a] == top[i] == top[j]]
+            if shared and any(plane[b] == top[j] for b in real[j] - real[i]):
+                return True
+    return False
+
+
+def on_edge(case, flat):
+    coords = np.unravel_index(flat, case.input.shape[2:])
+    return any(c == 0 or c == n - 1 for c, n in zip(coords, case.input.shape[2:]))
+
+
+def ties_border(case):
+    if variant_of(case) == "edges":
+        return any_window(case, lambda v, *_: len(v) >= 2 and v[0] == v[-1] == v.max())
+    return any_window(case, lambda v, taps, real, plane: None in taps and n_max(v) >= 2 and any(
+        on_edge(case, t) for t in real if plane[t] == v.max()))
+
+
+def signed_zero(case):
+    variant = variant_of(case)
+
+    def zero_maxima(v, *_):
+        zeros = [z for z in v if z == 0]
+        if v.max() != 0 or len(zeros) < 2:
+            return False
+        signs = [is_neg_zero(z) for z in zeros]
+        return {"pos_first": not signs[0] and signs[-1], "neg_first": signs[0] and not signs[-1],
+                "neg_only": all(signs)}[variant]
+    return any_window(case, zero_maxima)
+
+
+def nan(case):
+    check = {
+        "first": lambda v: np.isnan(v[0]),
+        "middle": lambda v: np.isnan(v[len(v) // 2]) and len(v) >= 3,
+        "last": lambda v: np.isnan(v[-1]),
+        "several": lambda v: np.isnan(v).sum() >= 2,
+        "with_ties": lambda v: np.isnan(v).any() and n_max(v[~np.isnan(v)]) >= 2,
+        "whole_window": lambda v: np.isnan(v).all(),
+    }[variant_of(case)]
+    return any_window(case, lambda v, *_: check(v))
+
+
+def rounding_ties(case):
+    """Tied maxima in the case's dtype that were distinct before rounding."""
+    rng = np.random.default_rng(catalogue_module.seed_of(case.id))
+    ctx = Context(rng, case.spec, case.input.shape, variant_of(case))
+    source = generate(catalogue_module._definitions()[case.family]["generator"], ctx)
+    assert source.dtype == (np.float64 if case.spec.dtype == "float32" else np.float32)
+    assert source.astype(case.input.dtype).tobytes() == case.input.tobytes()
+    wins = windows(case.spec, case.input.shape[2:])
+    for plane, src in zip(planes(case.input), planes(source)):
+        for taps in wins:
+            real = [t for t in taps if t is not None]
+            tied = [t for t in real if plane[t] == plane[real].max()]
+            if len(tied) >= 2 and len(set(src[tied])) == len(tied):
+                return True
+    return False
+
+
+def subnormal(case):
+    info = ml_dtypes.finfo(dtype_from_name(case.spec.dtype))
+    normal = float(info.smallest_normal)
+    if variant_of(case) == "values":
+        x = case.input.astype(np.float64)
+        return bool(((x != 0) & (np.abs(x) < normal)).all())
+
+    def zero_then_subnormal(v, *_):
+        m = v.max()
+        return 0 < m < normal and 0.0 in v[:list(v).index(m)]
+    return any_window(case, zero_then_subnormal)
+
+
+def reaches_padding(case):
+    return any(None in taps for _, taps, _ in planes_and_windows(case))
+
+
+def variant_sign_holds(case):
+    return variant_of(case) != "negative" or bool((case.input.astype(np.float64) < 0).all())
+
+
+def padding(case):
+    """Windows reach the padding, and SAME pads asymmetrically (TensorFlow's odd pixel)."""
+    pads = resolve(case.spec, case.input.shape).pads
+    asymmetric = case.spec.padding != "SAME" or any(b != a for b, a in pads)
+    return reaches_padding(case) and variant_sign_holds(case) and asymmetric
+
+
+def ceil_mode(case):
+    floor = PoolSpec.from_dict({**case.spec.to_dict(), "ceil_mode": False})
+    longer = all(c > f for c, f in zip(output_shape(case.spec, case.input.shape)[2:],
+                                       output_shape(floor, case.input.shape)[2:]))
+    return case.spec.ceil_mode and longer and variant_sign_holds(case)
+
+
+def dilation(case):
+    return case.spec.dilation > 1 and any(
+        np.diff([t for t in taps if t is not None]).min() > 1 for taps in windows(case.spec, case.input.shape[2:]))
+
+
+def divisor_override(case):
+    return case.spec.divisor_override not in (None, math.prod(window_taps(case.spec, case.input.shape[2:]).shape[1:]))
+
+
+def zero_windows(case):
+    whole = variant_of(case) == "whole"
+    return any_window(case, lambda v, *_: (v == 0).all() if whole else 0 < (v == 0).sum() < len(v))
+
+
+def adaptive_bins(case):
+    real = [{t for t in w if t is not None} for w in windows(case.spec, case.input.shape[2:])]
+    return any(real[i] & real[i + 1] for i in range(len(real) - 1))
+
+
+def tie_free(case):
+    x = planes(case.input)
+    distinct = all(len(set(p)) == len(p) for p in x)
+    return distinct and np.isfinite(x).all() and (not case.spec.is_max or not any_window(case, lambda v, *_: n_max(v) > 1))
+
+
+CHECKS = {
+    "ties_window": ties_window,
+    "ties_overlap": ties_overlap,
+    "ties_border": ties_border,
+    "signed_zero": signed_zero,
+    "inf_ties": lambda c: any_window(c, lambda v, *_: (v == np.inf).sum() >= 2),
+    "all_neginf": lambda c: any_window(c, lambda v, *_: (v == -np.inf).all()),
+    "nan": nan,
+    "rounding_ties": rounding_ties,
+    "subnormal": subnormal,
+    "padding": padding,
+    "ceil_mode": ceil_mode,
+    "dilation": dilation,
+    "count_include_pad": reaches_padding,
+    "divisor_override": divisor_override,
+    "zero_windows": zero_windows,
+    "adaptive_bins": adaptive_bins,
+    "random": tie_free,
+    "large_nc": lambda c: c.input.shape[0] * c.input.shape[1] == 64 and tie_free(c),
+    "empty_batch": lambda c: c.input.shape[0] == 0 and c.input.size == 0,
+}
+
+
+def test_every_family_has_a_check():
+    assert set(CHECKS) == set(families())
+
+
+@pytest.mark.parametrize("family", families())
+def test_family_holds_what_it_says(family):
+    failing = [c.id for c in CASES if c.family == family and not CHECKS[family](c)]
+    assert not failing, failing[:10]
+
+
+@pytest.mark.parametrize("check, variant", [
+    (ties_window, "2"), (ties_overlap, None), (ties_border, "edges"), (signed_zero, "neg_only"),
+    (nan, "first"), (subnormal, "vs_zero"), (zero_windows, "partial"),
+])
+def test_checks_reject_a_tie_free_case(check, variant):
+    """The checks are not vacuous: a tie-free input (relabelled) fails them."""
+    plain = next(c for c in CASES if c.id == "max_pool2d-k3s1-random-float32")
+    fake_id = "-".join(p for p in ("max_pool2d", "k3s1", "relabelled", variant, "float32") if p)
+    assert not check(dataclasses.replace(plain, id=fake_id))
+
+
+def test_count_include_pad_both_ways_per_rank_and_dtype():
+    seen = defaultdict(set)
+    for c in CASES:
+        if c.family == "count_include_pad":
+            seen[c.spec.rank, c.spec.dtype].add(c.spec.count_include_pad)
+    assert len(seen) == 12 and all(v == {True, False} for v in seen.values())
+
+
+def test_window_table_matches_brute_force_windows():
+    for spec, shape in {(c.spec.with_dtype("float64"), c.input.shape[2:]) for c in CASES}:
+        table = window_taps(spec, shape).tolist()
+        brute = [[-1 if t is None else t for t in w] for w in windows(spec, shape)]
+        if spec.is_adaptive:  # bins vary in size; the table pads the short ones with -1
+            table = [[t for t in row if t >= 0] for row in table]
+        assert table == brute, (spec, shape)
