@@ -1,5 +1,11 @@
 """max_pool and adaptive_max_pool: forward is a selection, backward routes each window's
-upstream gradient to the selected element(s) under a tie and a NaN policy."""
+upstream gradient to the selected element(s) under a tie and a NaN policy.
+
+Algorithm (what keeps backward within a small factor of framework kernels): one pass per tap
+for the window maximum, one compare-and-mark pass per tap to find the selected tap, then a
+single gather/scatter through the flat position of every window's selected element
+(np.bincount) instead of a masked scatter per tap.
+"""
 
 from __future__ import annotations
 
@@ -8,42 +14,16 @@ import numpy as np
 from .taps import TapPlan
 
 
-def _candidates(v, valid, nan, has_nan):
-    if nan == "ignore" and has_nan:
-        keep = ~np.isnan(v)
-        return keep if valid is None else valid & keep
-    return valid
-
-
-def select(plan: TapPlan, xw: np.ndarray, tie: str, nan: str):
-    """Running selection over taps. Returns (best value, selected tap index or -1)."""
-    out_shape = xw.shape[:2] + plan.geom.out_shape
-    best = np.full(out_shape, -np.inf, dtype=xw.dtype)
-    sel = np.full(out_shape, -1, dtype=np.int32)
-    has_nan = bool(np.isnan(xw).any())
-    for t, (index, valid) in enumerate(plan.taps):
-        v = xw[index]
-        cand = _candidates(v, valid, nan, has_nan)
-        if t == 0 and cand is None:
-            np.copyto(best, v)
-            sel.fill(0)
-            continue
-        better = v > best if tie == "first" else v >= best
-        if has_nan and nan == "propagate":
-            better |= (np.isnan(v) & ~np.isnan(best)) if tie == "first" else np.isnan(v)
-        better |= sel < 0
-        if cand is not None:
-            better &= cand
-        np.copyto(best, v, where=better)
-        np.copyto(sel, t, where=better)
-    return best, sel
-
-
-def window_max(plan: TapPlan, xw: np.ndarray, nan: str):
+def window_max(plan: TapPlan, xw: np.ndarray, nan: str) -> np.ndarray:
     """The maximum of every window (NaN under propagate if any NaN), -inf where empty."""
-    m = np.full(xw.shape[:2] + plan.geom.out_shape, -np.inf, dtype=xw.dtype)
     reduce = np.maximum if nan == "propagate" else np.fmax
+    m = None
     for index, valid in plan.taps:
+        if m is None and valid is None:
+            m = xw[index].copy()
+            continue
+        if m is None:
+            m = np.full(plan.out_shape(xw), -np.inf, dtype=xw.dtype)
         if valid is None:
             reduce(m, xw[index], out=m)
         else:
@@ -51,32 +31,59 @@ def window_max(plan: TapPlan, xw: np.ndarray, nan: str):
     return m
 
 
+def tap_hits(plan: TapPlan, xw: np.ndarray, m: np.ndarray, nan: str):
+    """(tap, windows whose maximum sits at that tap) for every tap in window order.
+    The yielded mask is reused: copy it to keep it."""
+    nan_is_max = nan == "propagate" and bool(np.isnan(m).any())
+    hit = np.empty(m.shape, dtype=bool)
+    for t, (index, valid) in enumerate(plan.taps):
+        v = xw[index]
+        np.equal(v, m, out=hit)
+        if nan_is_max:
+            hit |= np.isnan(v)   # m is NaN exactly where some real tap is NaN
+        if valid is not None:
+            hit &= valid
+        yield t, hit
+
+
+def selected_tap(plan: TapPlan, xw: np.ndarray, m: np.ndarray, tie: str, nan: str) -> np.ndarray:
+    """Per window, the tap that tie ``first``/``last`` selects among its maxima, -1 if none."""
+    taps = len(plan.taps)
+    # Branch-free: a masked copy over the random hit masks mispredicts, a max of scores does
+    # not. A hit at tap t scores t + 1 (last) or taps - t (first); 0 means no hit.
+    score_type = np.min_scalar_type(taps)
+    best = np.zeros(m.shape, dtype=score_type)
+    score = np.empty_like(best)
+    for t, hit in tap_hits(plan, xw, m, nan):
+        np.multiply(hit.view(np.uint8), score_type.type(t + 1 if tie == "last" else taps - t), out=score)
+        np.maximum(best, score, out=best)
+    if tie == "last":
+        return best.astype(np.intp) - 1
+    return np.where(best > 0, taps - best.astype(np.intp), -1)
+
+
 def forward(plan: TapPlan, xw: np.ndarray, tie: str, nan: str) -> np.ndarray:
-    best, _ = select(plan, xw, "last" if tie == "last" else "first", nan)
-    return best
+    """The selected element itself (so a signed zero or a NaN payload is the input's)."""
+    m = window_max(plan, xw, nan)
+    sel = selected_tap(plan, xw, m, "last" if tie == "last" else "first", nan)
+    picked = np.ravel(xw)[plan.flat_index(sel, xw.shape)]
+    return np.where(sel >= 0, picked, -np.inf).astype(xw.dtype)
 
 
 def backward(plan: TapPlan, xw: np.ndarray, g: np.ndarray, tie: str, nan: str) -> np.ndarray:
     """Gradient w.r.t. the padded input, float64."""
-    grad_p = np.zeros(xw.shape, dtype=np.float64)
-    if tie in ("first", "last"):
-        _, sel = select(plan, xw, tie, nan)
-        for t, (index, _) in enumerate(plan.taps):
-            plan.scatter(grad_p, index, np.where(sel == t, g, 0.0))
-        return grad_p
     m = window_max(plan, xw, nan)
-    m_nan = np.isnan(m)
-    hits = []
-    count = np.zeros(m.shape, dtype=np.int64)
-    for index, valid in plan.taps:
-        v = xw[index]
-        hit = (v == m) | (np.isnan(v) & m_nan)
-        if valid is not None:
-            hit &= valid
-        hits.append(hit)
-        count += hit
+    if tie in ("first", "last"):
+        sel = selected_tap(plan, xw, m, tie, nan)
+        weights = np.where(sel >= 0, g, 0.0)
+        grad = np.bincount(plan.flat_index(sel, xw.shape).ravel(), weights=weights.ravel(),
+                           minlength=xw.size)
+        return grad.reshape(xw.shape)
+    hits = [hit.copy() for _, hit in tap_hits(plan, xw, m, nan)]
+    count = np.sum(hits, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = g if tie == "all" else g / count
+    grad_p = np.zeros(xw.shape, dtype=np.float64)
     for (index, _), hit in zip(plan.taps, hits):
         plan.scatter(grad_p, index, np.where(hit, share, 0.0))
     return grad_p

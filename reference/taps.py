@@ -37,6 +37,7 @@ class TapPlan:
         self.hi = tuple(max(0, int(a.positions.max()) - (a.length - 1)) if a.positions.size else 0
                         for a in geom.axes)
         self.taps: list[tuple[tuple, np.ndarray | None]] = []
+        self._window_table = None
         in_input = [a.in_input for a in geom.axes]
         for combo in itertools.product(*(range(a.taps) for a in geom.axes)):
             per_axis = [_as_index(a.positions[:, t] + lo) for a, t, lo in zip(geom.axes, combo, self.lo)]
@@ -63,6 +64,35 @@ class TapPlan:
     def unpad(self, xp: np.ndarray) -> np.ndarray:
         sl = tuple(slice(lo, lo + a.length) for lo, a in zip(self.lo, self.geom.axes))
         return xp[(slice(None), slice(None), *sl)]
+
+    def out_shape(self, xw: np.ndarray) -> tuple[int, ...]:
+        return xw.shape[:2] + self.geom.out_shape
+
+    def flat_index(self, tap: np.ndarray, padded_shape) -> np.ndarray:
+        """Flat index into the padded input (C order) of tap ``tap[n, c, *o]`` of every window
+        (any index where ``tap`` is -1: callers mask those windows)."""
+        if self._window_table is None:
+            self._window_table = self._build_window_table(padded_shape[2:])
+        table, per_window = self._window_table
+        image = int(np.prod(padded_shape[2:]))
+        images = (np.arange(padded_shape[0] * padded_shape[1]) * image).reshape(
+            padded_shape[:2] + (1,) * len(self.geom.axes))
+        return table[per_window + tap] + images
+
+    def _build_window_table(self, padded_spatial):
+        """(flat offsets of every window's taps within one padded image, laid out as
+        [window, tap] and raveled; each window's first entry's position in it)."""
+        rank = len(self.geom.axes)
+        strides = np.cumprod((1,) + tuple(padded_spatial[:0:-1]))[::-1]
+        table = np.zeros((), dtype=np.int64)
+        for d, (a, lo, stride) in enumerate(zip(self.geom.axes, self.lo, strides)):
+            shape = [1] * (2 * rank)
+            shape[d], shape[rank + d] = a.out, a.taps
+            table = table + ((a.positions + lo) * int(stride)).reshape(shape)
+        taps = len(self.taps)
+        windows = int(np.prod(self.geom.out_shape))
+        per_window = (np.arange(windows, dtype=np.int64) * taps).reshape(self.geom.out_shape)
+        return table.reshape(-1), per_window
 
     def scatter(self, grad_p: np.ndarray, index: tuple, values: np.ndarray) -> None:
         """grad_p[index] += values, correct also when the index repeats positions."""
