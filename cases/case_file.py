@@ -6,6 +6,7 @@ problem is reported as one :class:`CaseFileError` line naming the file, the case
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,14 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from reference import PoolSpec, SpecError, output_shape
-from reference.dtypes import dtype_from_name
 from reference.spec import FIELDS
 
 from .json_values import SPECIAL, float_to_json, shape_of
 from .model import Case, make_case
 
 FORMAT = "poolgrad-cases/1"
-_CASE_KEYS = {"id", "family", "input", "grad_output", "shape", *FIELDS, "rank"}
+_SPEC_KEYS = {*FIELDS, "rank"}
+_CASE_KEYS = {"id", "family", "input", "grad_output", "shape", *_SPEC_KEYS}
 _TOP_KEYS = {"format", "cases", "description"}
 DEFAULT_DTYPE = "float32"
 
@@ -35,93 +36,88 @@ class CaseFileError(ValueError):
         super().__init__(" ".join(f"{path}:{where}: {field}: {problem}".split()))
 
 
-def _reject_constant(name):
-    raise ValueError(f'{name} is not JSON; write the string "{_JSON_TO_STRING[name]}"')
-
-
 _JSON_TO_STRING = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
 
 
-class _ArrayError(ValueError):
-    """A problem inside a nested list; ``where`` is the index path, e.g. [0][1][2]."""
+def _reject_constant(name):
+    """Python's json reads NaN and Infinity, which are not JSON: refuse them."""
+    raise ValueError(f'{name} is not JSON; write the string "{_JSON_TO_STRING[name]}"')
 
 
-def _scalar(v, where):
+def _scalar(field, v, where):
     if isinstance(v, str):
         if v not in SPECIAL:
-            raise _ArrayError(f"{where} is the string {v[:40]!r}; the only strings allowed are "
-                              f"{', '.join(map(repr, SPECIAL))}")
+            raise SpecError(field, f"{where} is the string {v[:40]!r}; the only strings allowed are "
+                            f"{', '.join(map(repr, SPECIAL))}")
         return SPECIAL[v]
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _ArrayError(f"{where} is {type(v).__name__}, not a number")
+        raise SpecError(field, f"{where} is {type(v).__name__}, not a number")
     try:
         return float(v)
     except OverflowError:
-        raise _ArrayError(f"{where} is an integer too large for float64") from None
+        raise SpecError(field, f"{where} is an integer too large for float64") from None
 
 
-def _flatten(value, shape, out, where=""):
-    """Append the scalars of ``value`` to ``out``, checking it has exactly ``shape``."""
+def _flatten(field, value, shape, out, where=""):
+    """Append the scalars of ``value`` to ``out``, checking it has exactly ``shape``;
+    ``where`` is the index path so far, e.g. [0][1][2]."""
     if not shape:
         if isinstance(value, list):
-            raise _ArrayError(f"ragged nested list: {where} is a list where a number was expected")
-        out.append(_scalar(value, where or "the value"))
+            raise SpecError(field, f"ragged nested list: {where} is a list where a number was expected")
+        out.append(_scalar(field, value, where or "the value"))
         return
     if not isinstance(value, list):
-        raise _ArrayError(f"ragged nested list: {where or 'the value'} is a number where a list of "
-                          f"{shape[0]} was expected")
+        raise SpecError(field, f"ragged nested list: {where or 'the value'} is not a list where a list of "
+                        f"{shape[0]} was expected")
     if len(value) != shape[0]:
-        raise _ArrayError(f"ragged nested list: {where or 'the top list'} has {len(value)} items, "
-                          f"expected {shape[0]}")
+        raise SpecError(field, f"ragged nested list: {where or 'the top list'} has {len(value)} items, "
+                        f"expected {shape[0]}")
     for i, item in enumerate(value):
-        _flatten(item, shape[1:], out, f"{where}[{i}]")
+        _flatten(field, item, shape[1:], out, f"{where}[{i}]")
 
 
-def _array(value, dtype, max_elements: int, expected_shape=None) -> np.ndarray:
-    """A nested list (or number) as a float64 array, numbers parsed as float64 before the
-    caller rounds them to the dtype."""
+def _array(field: str, value, max_elements: int, empty_shape=None) -> np.ndarray:
+    """A nested list as a float64 array (numbers parsed as float64; the caller rounds them to
+    the dtype). An empty list takes ``empty_shape``: it carries no shape of its own."""
     shape = shape_of(value)
+    if len(shape) > 5:  # also bounds the recursion of _flatten
+        raise SpecError(field, f"nested {len(shape)} deep; the shape is (N, C, *spatial) with 1-3 spatial dims")
     size = math.prod(shape)
     if size > max_elements:
-        raise _ArrayError(f"{size} elements, more than the limit of {max_elements} (max_elements)")
+        raise SpecError(field, f"{size} elements, more than the limit of {max_elements} (max_elements)")
     flat: list[float] = []
-    _flatten(value, shape, flat)
+    _flatten(field, value, shape, flat)
     arr = np.array(flat, dtype=np.float64).reshape(shape)
-    if expected_shape is not None and size == 0 == math.prod(expected_shape):
-        arr = arr.reshape(expected_shape)  # an empty list carries no shape of its own
+    if size == 0 and empty_shape is not None and math.prod(empty_shape) == 0:
+        arr = arr.reshape(empty_shape)
     return arr
 
 
-def _spec(entry: dict) -> PoolSpec:
-    spec_keys = {k: v for k, v in entry.items() if k in FIELDS or k == "rank"}
-    spec_keys.setdefault("dtype", DEFAULT_DTYPE)
-    spec = PoolSpec.from_dict(spec_keys)
-    return spec
+def _declared_shape(entry: dict):
+    shape = entry.get("shape")
+    if shape is not None and not (isinstance(shape, list) and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise SpecError("shape", f"must be a list of non-negative integers, got {shape!r}")
+    return None if shape is None else tuple(shape)
 
 
 def _case(entry: dict, max_elements: int) -> Case:
-    spec = _spec(entry)
-    dtype = dtype_from_name(spec.dtype)
+    spec = PoolSpec.from_dict({"dtype": DEFAULT_DTYPE, **{k: v for k, v in entry.items() if k in _SPEC_KEYS}})
     if "input" not in entry:
         raise SpecError("input", "missing; a nested list of shape (N, C, *spatial)")
-    try:
-        x = _array(entry["input"], dtype, max_elements, entry.get("shape"))
-    except _ArrayError as e:
-        raise SpecError("input", str(e)) from None
-    if "shape" in entry and list(x.shape) != entry["shape"]:
-        raise SpecError("shape", f"says {entry['shape']} but the input has shape {list(x.shape)}")
+    declared = _declared_shape(entry)
+    x = _array("input", entry["input"], max_elements, declared)
+    if declared is not None and x.shape != declared:
+        raise SpecError("shape", f"says {list(declared)} but the input has shape {list(x.shape)}")
     if x.ndim not in (3, 4, 5):
         raise SpecError("input", f"must have shape (N, C, *spatial) with 1, 2 or 3 spatial dims, "
                         f"got shape {x.shape}")
     if spec.rank is None:
-        spec = PoolSpec.from_dict({**spec.to_dict(), "op": f"{spec.op}{x.ndim - 2}d"})
+        spec = dataclasses.replace(spec, rank=x.ndim - 2)
     out_shape = output_shape(spec, x.shape)
     g = None
     if entry.get("grad_output") is not None:
-        try:
-            g = _array(entry["grad_output"], dtype, max_elements, out_shape)
-        except _ArrayError as e:
-            raise SpecError("grad_output", str(e)) from None
+        g = _array("grad_output", entry["grad_output"], max_elements, out_shape)
         if g.shape != out_shape:
             raise SpecError("grad_output", f"must have the forward output's shape {out_shape}, got {g.shape}")
     family = entry.get("family", "user")
@@ -138,11 +134,13 @@ def _load_json(path: Path):
         raise CaseFileError(path, None, "json", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except ValueError as e:  # a NaN/Infinity literal, or bytes that are not UTF-8
         raise CaseFileError(path, None, "json", f"not JSON: {e}") from None
+    except RecursionError:
+        raise CaseFileError(path, None, "json", "not JSON this suite reads: nested too deeply") from None
     except OSError as e:
         raise CaseFileError(path, None, "file", f"cannot be read: {e.strerror or e}") from None
 
 
-def _case_label(entry, index: int, seen: set) -> str:
+def _case_id(entry, seen: set) -> str:
     """The case's id, checked: a non-empty one-line string not used before in the file."""
     cid = entry.get("id")
     if cid is None:
@@ -173,7 +171,7 @@ def load_case_file(path, max_elements: int = 1_000_000) -> list[Case]:
         try:
             if not isinstance(entry, dict):
                 raise SpecError("case", f"must be an object, got {type(entry).__name__}")
-            label = _case_label(entry, index, seen)
+            label = _case_id(entry, seen)
             unknown = sorted(set(entry) - _CASE_KEYS)
             if unknown:
                 raise SpecError(unknown[0], "unknown key; allowed: id, family, input, grad_output, "
