@@ -76,7 +76,11 @@ def torch_arguments(spec, geom, variant: str, rank: int) -> dict | str:
     if variant == "return_indices" and not spec.is_max:
         return f"return_indices: torch {spec.op} returns no indices"
     kw = {"output_size": geom.out_shape} if spec.is_adaptive else _sliding_arguments(spec, geom, rank)
-    if isinstance(kw, dict) and variant == "return_indices":
+    if isinstance(kw, str):
+        return kw
+    if rank == 1:  # the 1-D calls take plain ints (lp_pool1d multiplies by kernel_size)
+        kw = {k: v[0] if isinstance(v, tuple) else v for k, v in kw.items()}
+    if variant == "return_indices":
         kw["return_indices"] = True
     return kw
 
