@@ -37,10 +37,6 @@ class Case:
     grad_output: np.ndarray
 
     @property
-    def dtype(self) -> str:
-        return self.spec.dtype
-
-    @property
     def group_key(self) -> tuple:
         """Cases with equal keys can run as one framework call (stacked along N)."""
         return json.dumps(self.spec.to_dict(), sort_keys=True), self.spec.dtype, self.input.shape

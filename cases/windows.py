@@ -41,7 +41,3 @@ def _window_taps(spec: PoolSpec, spatial_shape: tuple[int, ...]) -> np.ndarray:
     table.flags.writeable = False
     return table
 
-
-def in_input(taps: np.ndarray) -> np.ndarray:
-    """The real input elements of one window's row, in window order."""
-    return taps[taps >= 0]
