@@ -31,7 +31,7 @@ class FakeAdapter(Adapter):
         return ["cpu"]
 
     def environment(self) -> dict:
-        return {"pid": os.getpid()}
+        return {"pid": os.getpid(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
 
     def run(self, spec, variant, device, x, grad_output) -> Outcome:
         self.calls += 1

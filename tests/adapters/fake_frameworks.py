@@ -20,12 +20,12 @@ def fake(name: str, import_name: str = "numpy") -> registry.Framework:
 
 
 @contextlib.contextmanager
-def fake_pool(*frameworks: registry.Framework):
+def fake_pool(*frameworks: registry.Framework, env: dict[str, str] | None = None):
     """A WorkerPool that also knows ``frameworks``, registered only while the block runs."""
     with pytest.MonkeyPatch.context() as mp:
         for fw in frameworks:
             mp.setitem(registry.FRAMEWORKS, fw.name, fw)
-        pool = WorkerPool(start_timeout_s=60)
+        pool = WorkerPool(start_timeout_s=60, env=env)
         try:
             yield pool
         finally:

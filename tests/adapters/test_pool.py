@@ -72,6 +72,11 @@ def test_describe_is_cached_and_the_worker_stays_warm(pool):
     assert pool.workers()["fake"].starts == 1
 
 
+def test_env_reaches_the_worker_before_its_framework_loads():
+    with fake_pool(fake("fake"), env={"OMP_NUM_THREADS": "1"}) as p:
+        assert p.describe("fake")["environment"]["OMP_NUM_THREADS"] == "1"
+
+
 def test_close_stops_every_worker():
     with fake_pool(fake("fake")) as p:
         p.describe("fake")
