@@ -112,25 +112,20 @@ def _lp_window(spec, values, taps_in_padded, kernel_volume, g):
     # torch.nn.functional.lp_pool: (sign(a) * relu(|a|) * K) ** (1/p), a = avg_pool(x ** p)
     # counting padding; relu's zero derivative at 0 makes an all-zero window's gradient 0.
     p = spec["norm_type"]
-    with np.errstate(all="ignore"):
-        powers = [np.float64(v) ** p for v in values]
-        z = sum(powers) / taps_in_padded * kernel_volume
-        y = z ** (1.0 / p)
-        dz = z ** (1.0 / p - 1.0) if z != 0 else 0.0
-        per = g * dz * kernel_volume / taps_in_padded
-        return y, [(i, per * np.float64(v) ** (p - 1.0)) for i, v in enumerate(values)]
+    z = sum(np.float64(v) ** p for v in values) / taps_in_padded * kernel_volume
+    dz = z ** (1.0 / p - 1.0) if z != 0 else 0.0
+    per = g * dz * kernel_volume / taps_in_padded
+    return z ** (1.0 / p), [(i, per * np.float64(v) ** (p - 1.0)) for i, v in enumerate(values)]
 
 
 def pool(spec: dict, x: np.ndarray, g: np.ndarray, tie="first", nan="propagate"):
     """Forward and backward in float64, before rounding to x's dtype. Raises TooLarge."""
-    xs = x.astype(np.float64)
-    g = g.astype(np.float64)
+    xs, g = x.astype(np.float64), g.astype(np.float64)
     spatial = x.shape[2:]
     axes = axis_windows(spec, spatial)
     out_shape = tuple(len(a) for a in axes)
     kernel_volume = math.prod(_per_axis(spec.get("kernel_size", 1), len(spatial)))
-    y = np.zeros(x.shape[:2] + out_shape)
-    dx = np.zeros(x.shape)
+    y, dx = np.zeros(x.shape[:2] + out_shape), np.zeros(x.shape)
     op = spec["op"]
     for n, c in itertools.product(range(x.shape[0]), range(x.shape[1])):
         for o in itertools.product(*(range(k) for k in out_shape)):
@@ -140,15 +135,16 @@ def pool(spec: dict, x: np.ndarray, g: np.ndarray, tie="first", nan="propagate")
             in_padded = sum(all(inside for _, inside in tap) for tap in taps)
             values = [xs[(n, c) + pos] for pos in real]
             gv = g[(n, c) + o]
-            if op.endswith("max_pool"):
-                y[(n, c) + o], routes = _max_window(values, tie, nan)
-                routes = [(i, gv * share) for i, share in routes]
-            elif op.endswith("avg_pool"):
-                y[(n, c) + o], routes = _avg_window(spec, values, in_padded, gv)
-            else:
-                y[(n, c) + o], routes = _lp_window(spec, values, in_padded, kernel_volume, gv)
-            for i, w in routes:
-                dx[(n, c) + real[i]] += w
+            with np.errstate(all="ignore"):   # inf - inf and 0 * inf are part of the cases
+                if op.endswith("max_pool"):
+                    y[(n, c) + o], routes = _max_window(values, tie, nan)
+                    routes = [(i, gv * share) for i, share in routes]
+                elif op.endswith("avg_pool"):
+                    y[(n, c) + o], routes = _avg_window(spec, values, in_padded, gv)
+                else:
+                    y[(n, c) + o], routes = _lp_window(spec, values, in_padded, kernel_volume, gv)
+                for i, w in routes:
+                    dx[(n, c) + real[i]] += w
     return y, dx
 
 
