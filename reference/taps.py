@@ -51,11 +51,6 @@ class TapPlan:
                     valid = np.multiply.outer(valid, m)
             self.taps.append(((slice(None), slice(None), *per_axis), valid))
 
-    @property
-    def needs_scatter_add(self) -> bool:
-        """Fancy-indexed taps can hit one input twice (adaptive bins when out > in)."""
-        return any(not isinstance(ix[2], slice) for ix, _ in self.taps)
-
     def pad(self, x: np.ndarray) -> np.ndarray:
         if not any(self.lo) and not any(self.hi):
             return x
