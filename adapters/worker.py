@@ -45,7 +45,7 @@ def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
                              "devices": list(adapter.devices()), "variants": list(adapter.variants),
                              "environment": adapter.environment()}))
     except Exception as e:
-        conn.send(("failed", f"importing {module} failed: {type(e).__name__}: {e}"))
+        conn.send(("failed", f"{module} could not start: {type(e).__name__}: {e}"))
         return
     while True:
         try:
