@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from . import diff as diff_mod
 from . import html, markdown
@@ -34,7 +35,7 @@ def _build(args) -> int:
     report = html.write_html(args.results, args.output, baseline=args.baseline)
     print(f"{args.output}: {report.total} results, {len(report.divergences)} divergences")
     if args.markdown:
-        markdown.write_markdown(args.results, args.markdown, baseline=args.baseline)
+        Path(args.markdown).write_text(markdown.render(report), encoding="utf-8")
         print(f"{args.markdown}: Markdown summary")
     return 0
 

@@ -34,7 +34,7 @@ def render(report: model.Report) -> str:
 
 def write_markdown(source, out_path, baseline=None) -> model.Report:
     """Write the Markdown summary for ``source`` (results paths or records) to ``out_path``."""
-    report = model.build(source, baseline)
+    report = model.build(source, baseline, details=False)
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(render(report), encoding="utf-8")
     return report

@@ -19,7 +19,7 @@ SEVERITY = ("crash", "wrong", "inconsistent", "nondeterministic", "error", "time
             "unsupported", "no_device", "not_installed", "conforms")
 OUTCOME_ORDER = ("behaviour_changed", "fail", "expected", "pass", "skipped")
 # Drill-downs carry arrays and a script; past this many, divergences are listed without them.
-MAX_DRILLDOWNS = 2000
+MAX_DRILLDOWNS = 500
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -121,7 +121,8 @@ class Report:
     total: int
 
 
-def build(source, baseline=None) -> Report:
+def build(source, baseline=None, *, details: bool = True) -> Report:
+    """The report model; ``details=False`` skips drill-downs (arrays, windows, scripts)."""
     merged = merge(*load(source), keep_timing=True)
     results = merged.results
     columns = sorted({column_of(r) for r in results})
@@ -133,7 +134,7 @@ def build(source, baseline=None) -> Report:
         item = {"rec": r, "anchor": f"d{i}", "describe": describe(r), "policy": policy_text(r.get("policy")),
                 "forward_policy": policy_text(r.get("forward_policy")),
                 "text": " ".join((r["case_id"], r["target"], r["message"])).lower()}
-        item["detail"] = drilldown(r) if i < MAX_DRILLDOWNS else None
+        item["detail"] = drilldown(r) if details and i < MAX_DRILLDOWNS else None
         divergences.append(item)
     verdicts = Counter(r["verdict"] for r in results)
     outcomes = Counter(r["outcome"] for r in results)
