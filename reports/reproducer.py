@@ -71,6 +71,8 @@ def _torch_call(spec, geom, rank) -> dict:
             symmetric = all(p == (0, 0) for p in geom.pads)
         if not symmetric:
             return {"unsupported": f"torch pads symmetrically; this spec pads {list(geom.pads)}"}
+    if rank == 1:  # as adapters/torch_adapter.py: 1-D calls take plain ints (lp_pool1d needs them)
+        kwargs = {k: v[0] if isinstance(v, tuple) else v for k, v in kwargs.items()}
     return {"function": f"{spec.op}{rank}d", "module": f"{_TORCH_MODULE[spec.op]}{rank}d", "kwargs": kwargs}
 
 
