@@ -20,12 +20,27 @@ from packaging.version import InvalidVersion, Version
 
 DEFAULT_PATH = Path(__file__).parent / "data" / "expectations.toml"
 _SELECTOR_KEYS = ("op", "family", "dtype", "case")
+# policy / forward_policy: the policies claimed for the gradient / forward (forward defaults
+# to policy), as tables of verdicts.Policy fields, e.g. {tie = "first", nan_tie = "last"}.
 _ENTRY_KEYS = {"id", "framework", "variants", "devices", "versions", "select", "verdict", "policy",
-               "reason", "link"}  # policy: the backward policy claimed (a table of policy keys)
+               "forward_policy", "reason", "link"}
+
+
+# Claims about behaviour, checked by re-running the reference under the claimed policies.
+POLICY_VERDICTS = ("policy", "inconsistent")
 
 
 class ExpectationsError(ValueError):
     pass
+
+
+def _check_policy(entry_id, key, value):
+    from verdicts import Policy
+    try:
+        Policy(**value)
+    except TypeError as e:
+        raise ExpectationsError(f"expectation {entry_id!r}: field {key!r} is not a policy ({e}); "
+                                f"keys: tie, nan, nan_tie, ftz, padding, order, signed_zero, init") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +53,7 @@ class Expectation:
     select: dict
     verdict: str
     policy: dict | None
+    forward_policy: dict | None
     reason: str
     link: str
 
@@ -59,8 +75,8 @@ class Expectation:
         return all(any(fnmatch.fnmatchcase(values[k], p) for p in pats) for k, pats in self.select.items())
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "verdict": self.verdict, "policy": self.policy, "reason": self.reason,
-                "link": self.link}
+        return {"id": self.id, "verdict": self.verdict, "policy": self.policy,
+                "forward_policy": self.forward_policy, "reason": self.reason, "link": self.link}
 
 
 def _patterns(entry_id, key, value, default):
@@ -81,8 +97,11 @@ def _entry(raw: dict, index: int) -> Expectation:
     for key in ("framework", "verdict", "reason"):
         if not isinstance(raw.get(key), str) or not raw[key]:
             raise ExpectationsError(f"expectation {entry_id!r}: field {key!r} is required (a non-empty string)")
-    if raw["verdict"] == "policy" and not isinstance(raw.get("policy"), dict):
-        raise ExpectationsError(f"expectation {entry_id!r}: verdict 'policy' needs a 'policy' table, e.g. {{tie = \"last\", nan = \"propagate\"}}")
+    if raw["verdict"] in POLICY_VERDICTS and not isinstance(raw.get("policy"), dict):
+        raise ExpectationsError(f"expectation {entry_id!r}: verdict {raw['verdict']!r} needs a 'policy' table, e.g. {{tie = \"last\", nan = \"propagate\"}}")
+    for key in ("policy", "forward_policy"):
+        if raw.get(key) is not None:
+            _check_policy(entry_id, key, raw[key])
     try:
         versions = SpecifierSet(raw.get("versions", ""))
     except InvalidSpecifier as e:
@@ -96,7 +115,8 @@ def _entry(raw: dict, index: int) -> Expectation:
         devices=_patterns(entry_id, "devices", raw.get("devices"), ("*",)),
         versions=versions,
         select={k: _patterns(entry_id, f"select.{k}", v, ("*",)) for k, v in select.items()},
-        verdict=raw["verdict"], policy=raw.get("policy"), reason=raw["reason"], link=raw.get("link", ""))
+        verdict=raw["verdict"], policy=raw.get("policy"),
+        forward_policy=raw.get("forward_policy"), reason=raw["reason"], link=raw.get("link", ""))
 
 
 def load(path: str | Path = DEFAULT_PATH) -> list[Expectation]:

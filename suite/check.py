@@ -24,19 +24,18 @@ def op_name(case) -> str:
 
 
 def _claim_holds(entry, verdict, case, outcome: Outcome) -> bool:
-    if entry.verdict == "policy":
+    if entry.verdict in expectations_mod.POLICY_VERDICTS:
         # A policy claim is about behaviour, not labels: it holds when the framework's results
-        # equal the reference under that policy, also where that coincides with canonical.
-        return verdict.verdict in ("policy", "conforms") and verdicts.explained_by(
-            entry.policy, case.spec, case.input, case.grad_output, outcome)
-    if verdict.verdict != entry.verdict:
-        return False
-    return entry.policy is None or verdict.policy == entry.policy
+        # equal the reference under the claimed policies, also where they coincide with canonical.
+        return verdict.verdict in ("conforms", "policy", "inconsistent") and verdicts.explained_by(
+            entry.policy, case.spec, case.input, case.grad_output, outcome,
+            forward_policy=entry.forward_policy, cache_key=case.id)
+    return verdict.verdict == entry.verdict
 
 
 def check(case, target: Target, version: str, outcomes: list[Outcome], entries, duration_s: float) -> Checked:
     first, repeats = outcomes[0], outcomes[1:]
-    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats)
+    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id)
     entry = expectations_mod.find(
         entries, framework=target.framework, variant=target.variant, device=target.device,
         version=version or "", op=op_name(case), family=case.family,

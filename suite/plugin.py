@@ -13,7 +13,7 @@ class ConformancePlugin:
 
     def pytest_runtest_logreport(self, report):
         # With xdist this runs in the controller, which receives the workers' reports.
-        if self.state.is_controller and report.user_properties:
+        if self.state.is_controller and report.when == "call" and report.user_properties:
             self.state.collect(report)
 
     def pytest_sessionfinish(self, session):

@@ -71,8 +71,10 @@ class RunState:
     @property
     def runner(self) -> GroupRunner:
         if self._runner is None:
-            from adapters.pool import WorkerPool
-            self._pool = WorkerPool()
+            from adapters.pool import ONE_THREAD_ENV, WorkerPool
+            # One thread per framework worker: pytest-xdist already keeps every core busy, and
+            # oversubscribed OpenMP pools make tiny pooling calls 50x slower.
+            self._pool = WorkerPool(env=ONE_THREAD_ENV)
             self._runner = GroupRunner(self._pool, timeout_s=self.config.getoption("case_timeout"),
                                        repeat=self.config.getoption("repeat"))
             for item in self.items:

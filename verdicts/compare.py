@@ -32,7 +32,8 @@ def ulp_of(values: np.ndarray, dtype) -> np.ndarray:
     info = ml_dtypes.finfo(dtype)
     v = np.abs(as_f64(values))
     _, exp = np.frexp(np.where(np.isfinite(v) & (v > 0), v, 1.0))
-    return np.maximum(np.ldexp(1.0, exp - 1 - info.nmant), float(info.smallest_subnormal))
+    ulp = np.maximum(np.ldexp(1.0, exp - 1 - info.nmant), float(info.smallest_subnormal))
+    return np.where(v == 0, float(info.smallest_subnormal), ulp)
 
 
 def errors(actual, expected, dtype) -> tuple[np.ndarray, np.ndarray]:

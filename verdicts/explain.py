@@ -34,3 +34,15 @@ def explain(case: Case, forward, grad_input) -> Explanation:
         fwd = fwd or (policy if f_ok else None)
         bwd = bwd or (policy if b_ok else None)
     return Explanation(fwd, bwd, False)
+
+
+def explained_by(policy: dict, spec, x, grad_output, outcome, *, forward_policy: dict | None = None,
+                 cache_key=None) -> bool:
+    """Whether ``outcome`` equals the reference under the named policy (backward) and
+    ``forward_policy`` (forward; default the same): the test of an expectation's claim,
+    which holds also where the policy coincides with the canonical one."""
+    from .case import case_for
+    case = case_for(spec, x, grad_output, cache_key)
+    bwd = case.result(Policy(**policy))
+    fwd = case.result(Policy(**(forward_policy or policy)))
+    return identical(fwd.forward, outcome.forward) and identical(bwd.grad_input, outcome.grad_input)
