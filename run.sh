@@ -39,7 +39,7 @@ case "$mode" in
     conformance)
         setup
         set +e
-        "$venv/bin/python" -m pytest tests/conformance -n 2 \
+        "$venv/bin/python" -m pytest tests/conformance -n 2 --dist loadgroup \
             --results "$out/results.jsonl" --report-html "$out/report.html" "$@"
         rc=$?
         set -e
@@ -50,7 +50,7 @@ case "$mode" in
     test)
         setup
         set +e
-        "$venv/bin/python" -m pytest -n 2 --junitxml "$out/tests.xml" \
+        "$venv/bin/python" -m pytest -n 2 --dist loadgroup --junitxml "$out/tests.xml" \
             --results "$out/test-results.jsonl" "$@"
         rc=$?
         set -e
