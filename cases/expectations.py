@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import tomllib
 from pathlib import Path
 
@@ -65,11 +66,7 @@ class Expectation:
             return False
         if not any(fnmatch.fnmatchcase(device, d) for d in self.devices):
             return False
-        try:
-            # Local labels (+cpu) do not change behaviour; compare the public version.
-            if not self.versions.contains(Version(version).public, prereleases=True):
-                return False
-        except InvalidVersion:
+        if not _version_in(self.versions, version):
             return False
         values = {"op": op, "family": family, "dtype": dtype, "case": case_id}
         return all(any(fnmatch.fnmatchcase(values[k], p) for p in pats) for k, pats in self.select.items())
@@ -77,6 +74,15 @@ class Expectation:
     def to_dict(self) -> dict:
         return {"id": self.id, "verdict": self.verdict, "policy": self.policy,
                 "forward_policy": self.forward_policy, "reason": self.reason, "link": self.link}
+
+
+@functools.lru_cache(maxsize=None)
+def _version_in(versions: SpecifierSet, version: str) -> bool:
+    try:
+        # Local labels (+cpu) do not change behaviour; compare the public version.
+        return versions.contains(Version(version).public, prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 def _patterns(entry_id, key, value, default):
