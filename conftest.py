@@ -35,6 +35,9 @@ def pytest_generate_tests(metafunc):
         params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(t.framework))
                   for c in state.cases() for t in state.targets]
         metafunc.parametrize(["case", "target"], params)
+    elif "fuzz_target" in names:
+        n = metafunc.config.getoption("fuzz")
+        metafunc.parametrize("fuzz_target", state.targets if n > 0 else [], ids=lambda t: t.id)
     elif "installable_framework" in names:
         metafunc.parametrize("installable_framework", list(registry.FRAMEWORKS))
 

@@ -5,7 +5,7 @@
 
 from .case_file import CaseFileError, load_case_file, write_case_file
 from .catalogue import catalogue, families
-from .model import Case, routing_probe
+from .model import Case, make_case, routing_probe
 
-__all__ = ["Case", "routing_probe", "catalogue", "families", "load_case_file", "write_case_file",
+__all__ = ["Case", "make_case", "routing_probe", "catalogue", "families", "load_case_file", "write_case_file",
            "CaseFileError"]
