@@ -7,6 +7,8 @@ import itertools
 
 import numpy as np
 
+from cases.json_values import shape_of
+
 MAX_SLICES = 6      # (n, c[, depth]) slices shown per array
 MAX_SIDE = 24       # rows and columns shown per slice
 
@@ -23,16 +25,6 @@ def short(v) -> str:
 
 def exact(v) -> str:
     return "padding (not part of the input)" if v is None else (v if isinstance(v, str) else repr(v))
-
-
-def shape_of(nested) -> tuple[int, ...]:
-    shape = []
-    while isinstance(nested, list):
-        shape.append(len(nested))
-        if not nested:
-            break
-        nested = nested[0]
-    return tuple(shape)
 
 
 def at(nested, index):

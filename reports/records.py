@@ -16,9 +16,10 @@ from typing import Iterable
 
 import numpy as np
 
+from cases.json_values import SPECIAL
+
 from .schema import RecordError, validate
 
-SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0}
 
 
 def encode_array(a) -> list:

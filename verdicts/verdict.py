@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-
 import numpy as np
+
+from cases.json_values import float_to_json
 
 VERDICTS = ("conforms", "policy", "inconsistent", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")
@@ -20,14 +20,7 @@ def json_value(v):
     if isinstance(v, dict):
         return {k: json_value(i) for k, i in v.items()}
     if isinstance(v, (float, np.floating)):
-        v = float(v)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if v == 0 and math.copysign(1.0, v) < 0:
-            return "-0.0"
-        return v
+        return float_to_json(float(v))
     if isinstance(v, np.integer):
         return int(v)
     return v

@@ -62,6 +62,7 @@ def test_hang_times_out_and_the_next_call_works(pool):
 
 
 def test_raise_is_an_error_and_keeps_the_worker(pool):
+    run_one(pool, *case(8))  # a worker killed by an earlier test restarts here, not below
     starts = pool.workers()["fake"].starts
     errored = run_one(pool, *case(6, sentinel=RAISE))
     assert errored.status == ERROR
