@@ -49,6 +49,8 @@ class RunState:
         self.matched_entries: set[str] = set()
         self._results_fh = None
         self._memory_records: list[dict] | None = None
+        if config.getoption("case_file"):
+            self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
         if self.is_controller:
             self._open_results()
 
