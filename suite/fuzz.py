@@ -9,6 +9,7 @@ shrinks it to a minimal case; that case is written as a poolgrad-cases/1 file.
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from reference import PoolSpec, SpecError, resolve
@@ -43,7 +44,6 @@ def specs(draw):
     try:
         resolve(PoolSpec.from_dict(d), shape)
     except SpecError:
-        from hypothesis import assume
         assume(False)
     return d, shape
 

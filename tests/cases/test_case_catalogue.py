@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import time
 
-import numpy as np
 import pytest
 
 import reference

@@ -6,7 +6,6 @@ import json
 import zlib
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from cases import make_case, write_case_file
