@@ -16,11 +16,12 @@ import sys
 
 import numpy as np
 
-import verdicts
 from adapters.base import OK, Outcome
 from cases import catalogue
 from cases.expectations import POLICY_VERDICTS
 from reports.records import decode_array, read_results
+
+from .check import claim_holds
 
 SKIP = ("unsupported", "not_installed", "no_device")
 
@@ -40,12 +41,8 @@ def _claim(rec):
 
 def _holds(claim, rec, case) -> bool:
     verdict, policy, fpolicy = claim[0], json.loads(claim[1]), json.loads(claim[2])
-    if verdict in POLICY_VERDICTS:
-        if rec["verdict"] not in ("conforms", "policy", "inconsistent"):
-            return False
-        return verdicts.explained_by(policy, case.spec, case.input, case.grad_output, _outcome(rec, case),
-                                     forward_policy=fpolicy if fpolicy != policy else None)
-    return rec["verdict"] == verdict
+    outcome = _outcome(rec, case) if verdict in POLICY_VERDICTS else None
+    return claim_holds(verdict, policy, fpolicy if fpolicy != policy else None, rec["verdict"], case, outcome)
 
 
 def draft(results: list[dict]) -> list[dict]:

@@ -23,14 +23,16 @@ def op_name(case) -> str:
     return f"{case.spec.op}{case.input.ndim - 2}d"
 
 
-def _claim_holds(entry, verdict, case, outcome: Outcome) -> bool:
-    if entry.verdict in expectations_mod.POLICY_VERDICTS:
+def claim_holds(claimed: str, policy, forward_policy, observed: str, case, outcome: Outcome) -> bool:
+    """Whether an expectation's claim (a verdict, with policies for policy-type verdicts) holds
+    for a case whose observed verdict is ``observed``."""
+    if claimed in expectations_mod.POLICY_VERDICTS:
         # A policy claim is about behaviour, not labels: it holds when the framework's results
         # equal the reference under the claimed policies, also where they coincide with canonical.
-        return verdict.verdict in ("conforms", "policy", "inconsistent") and verdicts.explained_by(
-            entry.policy, case.spec, case.input, case.grad_output, outcome,
-            forward_policy=entry.forward_policy, cache_key=case.id)
-    return verdict.verdict == entry.verdict
+        return observed in ("conforms", "policy", "inconsistent") and verdicts.explained_by(
+            policy, case.spec, case.input, case.grad_output, outcome,
+            forward_policy=forward_policy, cache_key=case.id)
+    return observed == claimed
 
 
 def check(case, target: Target, version: str, outcomes: list[Outcome], entries, duration_s: float) -> Checked:
@@ -47,7 +49,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], entries, 
         entry = None
     if entry is not None:
         expected = f"{entry.verdict}" + (f" {entry.policy}" if entry.policy else "")
-        if _claim_holds(entry, v, case, first):
+        if claim_holds(entry.verdict, entry.policy, entry.forward_policy, v.verdict, case, first):
             outcome, message = "expected", f"known divergence {entry.id}: {entry.reason}"
         else:
             outcome = "behaviour_changed"
