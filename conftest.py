@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from adapters import registry
-from suite import options, sharding
+from suite import options, scheduling, sharding
 from suite.plugin import ConformancePlugin, XdistHooks
 from suite.session import RunState
 
@@ -26,13 +26,16 @@ def pytest_configure(config):
     config.pluginmanager.register(ConformancePlugin(state), "poolgrad-conformance")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state), "poolgrad-xdist")
+        # Work units arrive ordered by cost (suite/scheduling.py); xdist's own reordering
+        # sorts them by test count, which says nothing about compile-bound units.
+        config.option.loadscopereorder = False
 
 
 def pytest_generate_tests(metafunc):
     state = metafunc.config.stash[STATE]
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
-        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(t.framework))
+        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c, t)))
                   for c in state.cases() for t in state.targets]
         metafunc.parametrize(["case", "target"], params)
     elif "fuzz_target" in names:
@@ -47,6 +50,7 @@ def pytest_collection_modifyitems(session, config, items):
     state = config.stash[STATE]
     if state.shard is not None:
         items[:] = sharding.select(items, *state.shard)
+    items[:] = scheduling.order(items)
     state.items = list(items)
 
 

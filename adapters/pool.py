@@ -15,7 +15,7 @@ import atexit
 import numpy as np
 
 from . import registry
-from .base import CRASH, NO_DEVICE, NOT_INSTALLED, OK, Outcome, Target
+from .base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, Outcome, Target
 from .worker import Lost, Worker
 
 START_TIMEOUT_S = 300.0  # spawning plus importing a framework; generous for cold disks
@@ -57,7 +57,8 @@ class WorkerPool:
                   timeout_s: float) -> list[Outcome]:
         """One Outcome per case. Cases whose x and grad_output agree in dtype and in shape past
         N are stacked along N and run as one worker call with ``timeout_s`` for the call; if
-        that call crashes, its cases are rerun one by one so only the crashing ones get CRASH.
+        that call crashes or raises, its cases are rerun one by one so only the failing ones
+        get CRASH / ERROR.
         """
         desc = self.describe(target.framework)
         if desc["status"] != OK:
@@ -76,7 +77,10 @@ class WorkerPool:
     def _run_stacked(self, target, spec, xs, gs, timeout_s) -> list[Outcome]:
         x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
         outcome = self._call(target, spec, x, g, timeout_s)
-        if outcome.status == CRASH and len(xs) > 1:
+        if outcome.status in (CRASH, ERROR) and len(xs) > 1:
+            # One member's input can fail the whole call (torch.compile's max_pool kernels
+            # assert on an all -inf padded window): each case is rerun alone, so only the
+            # cases that fail on their own are recorded as failing.
             return [self._call(target, spec, x, g, timeout_s) for x, g in zip(xs, gs)]
         return outcome.split([len(x) for x in xs])
 
@@ -85,9 +89,13 @@ class WorkerPool:
         try:
             if not worker.alive:
                 worker.start(self.start_timeout_s)
-            return worker.run(spec, target.variant, target.device, x, g, timeout_s)
+            outcome = worker.run(spec, target.variant, target.device, x, g, timeout_s)
         except Lost as lost:
-            return Outcome(lost.status, message=lost.message)
+            outcome = Outcome(lost.status, message=lost.message)
+        # Kernels can be chosen by size (XLA CPU's 3-D max pooling stops propagating NaN in
+        # the forward once the call is large enough), so each result says what call it came from.
+        outcome.info["call_shape"] = list(x.shape)
+        return outcome
 
     def _start(self, framework: str) -> dict:
         if framework not in self._workers:

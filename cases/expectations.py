@@ -59,7 +59,9 @@ class Expectation:
     link: str
 
     def applies(self, *, framework: str, variant: str, device: str, version: str,
-                op: str, family: str, dtype: str, case_id: str) -> bool:
+                op: str, family: str | None, dtype: str, case_id: str | None) -> bool:
+        """Whether the record is in scope; a family or case_id of None is not tested (the
+        entry's family and case selectors name catalogue cases, not fuzzed or users' ones)."""
         if framework != self.framework:
             return False
         if not any(fnmatch.fnmatchcase(variant, v) for v in self.variants):
@@ -69,7 +71,8 @@ class Expectation:
         if not _version_in(self.versions, version):
             return False
         values = {"op": op, "family": family, "dtype": dtype, "case": case_id}
-        return all(any(fnmatch.fnmatchcase(values[k], p) for p in pats) for k, pats in self.select.items())
+        return all(values[k] is None or any(fnmatch.fnmatchcase(values[k], p) for p in pats)
+                   for k, pats in self.select.items())
 
     def to_dict(self) -> dict:
         return {"id": self.id, "verdict": self.verdict, "policy": self.policy,
@@ -144,3 +147,10 @@ def load(path: str | Path = DEFAULT_PATH) -> list[Expectation]:
 def find(entries: list[Expectation], **record) -> Expectation | None:
     """The first entry whose scope holds the record (file order is precedence order)."""
     return next((e for e in entries if e.applies(**record)), None)
+
+
+def in_scope(entries: list[Expectation], **record) -> list[Expectation]:
+    """Every entry whose scope holds the record, family and case selectors left out: the
+    candidates for a case outside the catalogue, which one matches by behaviour."""
+    record = {**record, "family": None, "case_id": None}
+    return [e for e in entries if e.applies(**record)]

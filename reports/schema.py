@@ -35,11 +35,12 @@ RESULT_FIELDS = {
     "valid_subgradient": (_BOOL, _NONE), "expected": (_DICT, _NONE), "outcome": _STR,
     **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
-    "message": _STR, "duration_s": (*_NUM, _NONE),
+    "message": _STR, "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
 }
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
-                      "forward_policy", "valid_subgradient", "expected", "duration_s"})
+                      "forward_policy", "valid_subgradient", "expected", "duration_s",
+                      "call_shape"})
 
 
 class RecordError(ValueError):

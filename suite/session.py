@@ -99,7 +99,8 @@ class RunState:
         start = time.perf_counter()
         outcomes = self.runner.outcomes(case, target)
         checked = check.check(case, target, info.get("version") or "", outcomes, self.entries,
-                              time.perf_counter() - start)
+                              time.perf_counter() - start,
+                              from_catalogue=not self.config.getoption("case_file"))
         checked.record["run_id"] = self.run_id
         node.user_properties.append((RECORD_KEY, json.dumps(checked.record, allow_nan=False)))
         return checked

@@ -72,13 +72,17 @@ def test_raise_is_an_error_and_keeps_the_worker(pool):
     assert pool.workers()["fake"].starts == starts
 
 
-def test_crash_in_a_batch_is_narrowed_to_the_crashing_case(pool):
-    cases = [case(8), case(9, sentinel=ABORT), case(10)]
+@pytest.mark.parametrize("sentinel, status, says", [(ABORT, CRASH, "SIGABRT"), (RAISE, ERROR, "ValueError")],
+                         ids=["crash", "raise"])
+def test_failure_in_a_batch_is_narrowed_to_the_failing_case(pool, sentinel, status, says):
+    cases = [case(8), case(9, sentinel=sentinel), case(10, n=2)]
     outcomes = pool.run_group(CPU, SPEC, [x for x, _ in cases], [g for _, g in cases], 20.0)
-    assert [o.status for o in outcomes] == [OK, CRASH, OK]
-    assert "SIGABRT" in outcomes[1].message
+    assert [o.status for o in outcomes] == [OK, status, OK]
+    assert says in outcomes[1].message
     for outcome, (x, g) in zip((outcomes[0], outcomes[2]), (cases[0], cases[2])):
         assert_matches_reference(outcome, x, g)
+    # each was rerun alone, and its record says so
+    assert [o.info["call_shape"] for o in outcomes] == [[1, 2, 4, 4], [1, 2, 4, 4], [2, 2, 4, 4]]
 
 
 def test_each_framework_has_its_own_process(pool):

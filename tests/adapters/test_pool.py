@@ -36,6 +36,7 @@ def test_same_spec_cases_run_as_one_call_and_split_back(pool):
         np.testing.assert_array_equal(outcome.grad_input, backward(SPEC, x, g))
     calls = {o.info["calls"] for o in outcomes}
     assert len(calls) == 1
+    assert {tuple(o.info["call_shape"]) for o in outcomes} == {(4, 2, 4, 4)}
     [after] = run(pool, [case(3)])
     assert after.info["calls"] == calls.pop() + 1
 

@@ -1,0 +1,109 @@
+"""Whole-catalogue benchmark (issue 6): wall time of the conformance run, sequential and with
+``-n 2``, records checked per second per target, and, with ``--baseline REV``, the same runs of
+another commit of poolgrad in the same process, as ratios.
+
+    python benchmarks/bench_catalogue.py [--modes n2,seq] [--baseline 3bf4889]
+        [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--json out.json]
+
+Each run is ``pytest tests/conformance --results R`` in a subprocess (the suite exactly as a
+user runs it); a baseline runs in a temporary ``git worktree`` of REV with the same Python.
+Records per second per target divide the target's records by the summed ``duration_s`` of
+its checks (framework call share plus verdict), so they do not depend on how many processes
+ran. Peak RSS is the largest single process of the run (pytest, xdist worker or framework
+worker), from the kernel's accounting of waited-for children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = {"seq": ["-p", "no:xdist"], "n2": ["-n", "2", "--dist", "loadgroup"]}
+
+
+def run_suite(tree: Path, mode: str, selection: list[str], results: Path) -> dict:
+    cmd = [sys.executable, "-m", "pytest", "tests/conformance", "-q", "-p", "no:cacheprovider",
+           *MODES[mode], *selection, "--results", str(results)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    per_target: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
+    outcomes: collections.Counter = collections.Counter()
+    for line in results.read_text().splitlines() if results.exists() else []:
+        rec = json.loads(line)
+        if rec.get("record") == "result":
+            per_target[rec["target"]][0] += 1
+            per_target[rec["target"]][1] += rec.get("duration_s") or 0.0
+            outcomes[rec["outcome"]] += 1
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
+    return {"wall_s": round(wall, 1), "exit": proc.returncode, "pytest": summary,
+            "records": sum(n for n, _ in per_target.values()), "outcomes": dict(outcomes),
+            "records_per_s": {t: round(n / s, 1) if s else None for t, (n, s) in sorted(per_target.items())}}
+
+
+def worktree(rev: str, where: Path) -> Path:
+    path = where / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    return path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--modes", default="n2,seq", help="comma list of: " + ", ".join(MODES))
+    p.add_argument("--baseline", default=None, metavar="REV", help="also run this commit, for ratios")
+    p.add_argument("--variants", default=None)
+    p.add_argument("--frameworks", default=None)
+    p.add_argument("-k", dest="keyword", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    selection = [f"--{name}={value}" for name, value in (("variants", args.variants),
+                                                          ("frameworks", args.frameworks)) if value]
+    selection += ["-k", args.keyword] if args.keyword else []
+    modes = args.modes.split(",")
+    report: dict = {"selection": selection, "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"current": ROOT}
+        if args.baseline:
+            trees["baseline"] = worktree(args.baseline, Path(tmp))
+        try:
+            for label, tree in trees.items():
+                for mode in modes:
+                    r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}.jsonl")
+                    report["runs"][f"{label}/{mode}"] = r
+                    print(f"{label} {mode}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
+                          f"({r['pytest']})")
+        finally:
+            if args.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
+                               capture_output=True)
+    runs = report["runs"]
+    ratios = {}
+    if "seq" in modes and "n2" in modes:
+        ratios["current n2 / seq"] = runs["current/n2"]["wall_s"] / runs["current/seq"]["wall_s"]
+    for mode in modes if args.baseline else ():
+        ratios[f"current / baseline ({mode})"] = runs[f"current/{mode}"]["wall_s"] / runs[f"baseline/{mode}"]["wall_s"]
+    report["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
+    for name, value in report["ratios"].items():
+        print(f"ratio {name}: {value:.3f}")
+    for label_mode, r in runs.items():
+        for target, rate in r["records_per_s"].items():
+            print(f"{label_mode} {target}: {rate} records/s of check time")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    report["peak_rss_mib_largest_process"] = round(peak, 1)
+    print(f"peak RSS, largest process of any run: {peak:.0f} MiB")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
