@@ -68,7 +68,7 @@ class Expectation:
             return False
         if not any(fnmatch.fnmatchcase(device, d) for d in self.devices):
             return False
-        if not _version_in(self.versions, version):
+        if not _version_in(str(self.versions), version):
             return False
         values = {"op": op, "family": family, "dtype": dtype, "case": case_id}
         return all(values[k] is None or any(fnmatch.fnmatchcase(values[k], p) for p in pats)
@@ -80,10 +80,11 @@ class Expectation:
 
 
 @functools.lru_cache(maxsize=None)
-def _version_in(versions: SpecifierSet, version: str) -> bool:
+def _version_in(versions: str, version: str) -> bool:
+    # Keyed on strings: hashing a SpecifierSet canonicalizes it on every call.
     try:
         # Local labels (+cpu) do not change behaviour; compare the public version.
-        return versions.contains(Version(version).public, prereleases=True)
+        return SpecifierSet(versions).contains(Version(version).public, prereleases=True)
     except InvalidVersion:
         return False
 
@@ -136,7 +137,7 @@ def load(path: str | Path = DEFAULT_PATH) -> list[Expectation]:
         raise ExpectationsError(f"{path}: cannot read expectations file: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise ExpectationsError(f"{path}: not valid TOML: {e}") from None
-    entries = [_entry(raw, i) for i, raw in enumerate(data.get("divergence", []))]
+    entries = Expectations(_entry(raw, i) for i, raw in enumerate(data.get("divergence", [])))
     ids = [e.id for e in entries]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -144,13 +145,34 @@ def load(path: str | Path = DEFAULT_PATH) -> list[Expectation]:
     return entries
 
 
+class Expectations(list):
+    """The entries of a file, in file order, with the ones that can apply to a target looked
+    up once: every (case, target) check searches them, ~20,000 times per catalogue run."""
+
+    def for_target(self, framework: str, variant: str, device: str, op: str) -> list[Expectation]:
+        index = self.__dict__.setdefault("_index", {})
+        key = (framework, variant, device, op)
+        if key not in index:
+            index[key] = [e for e in self if e.framework == framework
+                          and any(fnmatch.fnmatchcase(variant, v) for v in e.variants)
+                          and any(fnmatch.fnmatchcase(device, d) for d in e.devices)
+                          and any(fnmatch.fnmatchcase(op, p) for p in e.select.get("op", ("*",)))]
+        return index[key]
+
+
+def _candidates(entries, record) -> list[Expectation]:
+    if isinstance(entries, Expectations):
+        return entries.for_target(record["framework"], record["variant"], record["device"], record["op"])
+    return entries
+
+
 def find(entries: list[Expectation], **record) -> Expectation | None:
     """The first entry whose scope holds the record (file order is precedence order)."""
-    return next((e for e in entries if e.applies(**record)), None)
+    return next((e for e in _candidates(entries, record) if e.applies(**record)), None)
 
 
 def in_scope(entries: list[Expectation], **record) -> list[Expectation]:
     """Every entry whose scope holds the record, family and case selectors left out: the
     candidates for a case outside the catalogue, which one matches by behaviour."""
     record = {**record, "family": None, "case_id": None}
-    return [e for e in entries if e.applies(**record)]
+    return [e for e in _candidates(entries, record) if e.applies(**record)]

@@ -26,6 +26,9 @@ def add_options(parser) -> None:
     g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
     g.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="seconds a framework call may take before it is 'timeout'")
     g.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based); shards partition the run deterministically")
+    g.addoption("--compile-cache", default=None, metavar="DIR|none",
+                help="persistent compiler caches of torch.compile, JAX and TF XLA (default: $POOLGRAD_CACHE_DIR, "
+                     "else ~/.cache/poolgrad); 'none' compiles everything afresh in a temporary directory")
 
 
 def _comma(value, allowed, option):
@@ -72,3 +75,10 @@ def shard(value) -> tuple[int, int] | None:
     if not 1 <= i <= n:
         raise pytest.UsageError(f"--shard: I must be between 1 and N, got {value!r}")
     return i, n
+
+
+def compile_cache(value) -> str | None:
+    """The compiler cache directory, or None for a cold run ('none')."""
+    value = value or os.environ.get("POOLGRAD_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "poolgrad")
+    return None if value == "none" else value

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -42,6 +43,7 @@ class RunState:
         self._cases = None
         self.items = []
         self._pool = None
+        self._cold_cache = None
         self._runner = None
         self._described: dict[str, dict] = {}
         self.frameworks_seen: dict[str, dict] = {}
@@ -73,10 +75,14 @@ class RunState:
     @property
     def runner(self) -> GroupRunner:
         if self._runner is None:
-            from adapters.pool import ONE_THREAD_ENV, WorkerPool
+            from adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env
+            cache = options.compile_cache(self.config.getoption("compile_cache"))
+            if cache is None:
+                self._cold_cache = tempfile.TemporaryDirectory(prefix="poolgrad-cold-cache-")
+                cache = self._cold_cache.name
             # One thread per framework worker: pytest-xdist already keeps every core busy, and
             # oversubscribed OpenMP pools make tiny pooling calls 50x slower.
-            self._pool = WorkerPool(env=ONE_THREAD_ENV)
+            self._pool = WorkerPool(env={**ONE_THREAD_ENV, **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=self.config.getoption("case_timeout"),
                                        repeat=self.config.getoption("repeat"))
             for item in self.items:
@@ -175,6 +181,8 @@ class RunState:
     def close(self):
         if self._pool is not None:
             self._pool.close()
+        if self._cold_cache is not None:
+            self._cold_cache.cleanup()
 
 
 def _git_commit():
