@@ -119,8 +119,9 @@ class JaxAdapter(Adapter):
         pool = _pool_fn(spec, shape, dtype)
 
         def traced(x, g):
-            self.traces += 1  # Python runs this body once per trace, never per call
-            return _forward_and_vjp(pool, x, g)
+            result = _forward_and_vjp(pool, x, g)
+            self.traces += 1  # once per completed trace (then compiled), never per call
+            return result
         return jax.jit(traced)
 
     def run(self, spec, variant, device, x, grad_output) -> Outcome:

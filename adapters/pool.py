@@ -77,8 +77,8 @@ class WorkerPool:
                   timeout_s: float) -> list[Outcome]:
         """One Outcome per case. Cases whose x and grad_output agree in dtype and in shape past
         N are stacked along N and run as one worker call with ``timeout_s`` for the call; if
-        that call crashes or raises, its cases are rerun one by one so only the failing ones
-        get CRASH / ERROR.
+        that call crashes or raises, each case is rerun by itself (in a call of the same shape)
+        so only the failing ones get CRASH / ERROR.
         """
         desc = self.describe(target.framework)
         if desc["status"] != OK:
@@ -99,10 +99,21 @@ class WorkerPool:
         outcome = self._call(target, spec, x, g, timeout_s)
         if outcome.status in (CRASH, ERROR) and len(xs) > 1:
             # One member's input can fail the whole call (torch.compile's max_pool kernels
-            # assert on an all -inf padded window): each case is rerun alone, so only the
-            # cases that fail on their own are recorded as failing.
-            return [self._call(target, spec, x, g, timeout_s) for x, g in zip(xs, gs)]
+            # assert on an all -inf padded window): each case is rerun on its own, so only the
+            # cases that fail by themselves are recorded as failing.
+            return [self._alone(target, spec, xi, gi, len(x), timeout_s) for xi, gi in zip(xs, gs)]
         return outcome.split([len(x) for x in xs])
+
+    def _alone(self, target, spec, x, g, planes, timeout_s) -> Outcome:
+        """``x`` in a call of the group's shape, its own planes repeated to fill it: a compiled
+        variant reuses the group's compilation (and kernel choice), and no other case's
+        values take part."""
+        if len(x) == 0 or len(x) == planes:
+            return self._call(target, spec, x, g, timeout_s)
+        reps = -(-planes // len(x))
+        outcome = self._call(target, spec, np.concatenate([x] * reps)[:planes],
+                             np.concatenate([g] * reps)[:planes], timeout_s)
+        return outcome.split([len(x), planes - len(x)])[0]
 
     def _call(self, target, spec, x, g, timeout_s) -> Outcome:
         worker = self._workers[target.framework]

@@ -198,8 +198,9 @@ class TensorFlowAdapter:
             pool = _pool_fn(call, dtype)
 
             def traced(x, g):
-                self.compiles += 1   # Python side effect: runs only while TF traces
-                return _forward_backward(pool, x, g)
+                result = _forward_backward(pool, x, g)
+                self.compiles += 1   # Python side effect: once per completed trace, never per call
+                return result
             self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
         return self._traced[key]
 

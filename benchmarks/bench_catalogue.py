@@ -1,16 +1,17 @@
 """Whole-catalogue benchmark (issue 6): wall time of the conformance run, sequential and with
-``-n 2``, records checked per second per target, and, with ``--baseline REV``, the same runs of
-another commit of poolgrad in the same process, as ratios.
+``-n 2``, cold and with warm compiler caches, records checked per second per target, and, with
+``--baseline REV``, the same runs of another commit of poolgrad, all as ratios in one process.
 
-    python benchmarks/bench_catalogue.py [--modes n2,seq] [--baseline 3bf4889]
+    python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--json out.json]
 
 Each run is ``pytest tests/conformance --results R`` in a subprocess (the suite exactly as a
 user runs it); a baseline runs in a temporary ``git worktree`` of REV with the same Python.
-Records per second per target divide the target's records by the summed ``duration_s`` of
-its checks (framework call share plus verdict), so they do not depend on how many processes
-ran. Peak RSS is the largest single process of the run (pytest, xdist worker or framework
-worker), from the kernel's accounting of waited-for children.
+Every (tree, mode) starts from an empty compiler cache directory ("cold": inductor's C++
+builds, XLA compilations), and "warm" reruns it with the cache the cold run filled (a rerun
+on the same machine). Records per second per target divide the target's records by the
+summed ``duration_s`` of its checks (framework call share plus verdict), so they do not
+depend on how many processes ran. Peak RSS is the largest single process of any run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -29,11 +31,16 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES = {"seq": ["-p", "no:xdist"], "n2": ["-n", "2", "--dist", "loadgroup"]}
 
 
-def run_suite(tree: Path, mode: str, selection: list[str], results: Path) -> dict:
+def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache: Path) -> dict:
+    # Commits from before --compile-cache still get a private inductor cache (its default is
+    # shared in /tmp), so cold means cold for them too.
+    knows_cache = "compile-cache" in (tree / "suite" / "options.py").read_text()
     cmd = [sys.executable, "-m", "pytest", "tests/conformance", "-q", "-p", "no:cacheprovider",
-           *MODES[mode], *selection, "--results", str(results)]
+           *MODES[mode], *selection, "--results", str(results),
+           *(["--compile-cache", str(cache)] if knows_cache else [])]
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor")}
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     per_target: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
     outcomes: collections.Counter = collections.Counter()
@@ -59,6 +66,7 @@ def worktree(rev: str, where: Path) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--modes", default="n2,seq", help="comma list of: " + ", ".join(MODES))
+    p.add_argument("--caches", default="cold,warm", help="cold, or cold,warm (warm reruns with the cold run's caches)")
     p.add_argument("--baseline", default=None, metavar="REV", help="also run this commit, for ratios")
     p.add_argument("--variants", default=None)
     p.add_argument("--frameworks", default=None)
@@ -69,6 +77,7 @@ def main(argv=None) -> int:
                                                           ("frameworks", args.frameworks)) if value]
     selection += ["-k", args.keyword] if args.keyword else []
     modes = args.modes.split(",")
+    caches = args.caches.split(",")
     report: dict = {"selection": selection, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"current": ROOT}
@@ -77,26 +86,35 @@ def main(argv=None) -> int:
         try:
             for label, tree in trees.items():
                 for mode in modes:
-                    r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}.jsonl")
-                    report["runs"][f"{label}/{mode}"] = r
-                    print(f"{label} {mode}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
-                          f"({r['pytest']})")
+                    for cache in caches:
+                        name = f"{label}/{mode}/{cache}"
+                        r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}-{cache}.jsonl",
+                                      Path(tmp) / f"cache-{label}-{mode}")
+                        report["runs"][name] = r
+                        print(f"{name}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
+                              f"({r['pytest']})", flush=True)
         finally:
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
                                capture_output=True)
     runs = report["runs"]
+    wall = {name: r["wall_s"] for name, r in runs.items()}
     ratios = {}
-    if "seq" in modes and "n2" in modes:
-        ratios["current n2 / seq"] = runs["current/n2"]["wall_s"] / runs["current/seq"]["wall_s"]
+    for label in trees:
+        for cache in caches:
+            if "seq" in modes and "n2" in modes:
+                ratios[f"{label} {cache}: n2 / seq"] = wall[f"{label}/n2/{cache}"] / wall[f"{label}/seq/{cache}"]
+        for mode in modes if "warm" in caches else ():
+            ratios[f"{label} {mode}: warm / cold"] = wall[f"{label}/{mode}/warm"] / wall[f"{label}/{mode}/cold"]
     for mode in modes if args.baseline else ():
-        ratios[f"current / baseline ({mode})"] = runs[f"current/{mode}"]["wall_s"] / runs[f"baseline/{mode}"]["wall_s"]
+        for cache in caches:
+            ratios[f"{mode} {cache}: current / baseline"] = wall[f"current/{mode}/{cache}"] / wall[f"baseline/{mode}/{cache}"]
     report["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
     for name, value in report["ratios"].items():
         print(f"ratio {name}: {value:.3f}")
-    for label_mode, r in runs.items():
+    for name, r in runs.items():
         for target, rate in r["records_per_s"].items():
-            print(f"{label_mode} {target}: {rate} records/s of check time")
+            print(f"{name} {target}: {rate} records/s of check time")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     report["peak_rss_mib_largest_process"] = round(peak, 1)
     print(f"peak RSS, largest process of any run: {peak:.0f} MiB")
