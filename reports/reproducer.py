@@ -1,7 +1,9 @@
 """Copy-paste reproducer scripts: one standalone Python file per result record.
 
 The script rebuilds the case's input and upstream gradient from the record, calls the
-framework through the record's API path (variant) the way adapters/<fw>_adapter.py does, and
+framework through the record's API path (variant) the way adapters/<fw>_adapter.py does, at
+the record's ``call_shape`` when it has one (the batched call the suite made: kernels can
+depend on its size), and
 prints dL/dx (L = sum(pool(x) * grad_output)) in channels-first layout as one JSON nested list,
 with the record's encoding ("nan", "inf", "-inf", "-0.0"). It imports only NumPy and the
 framework: all geometry (pads, divisors, output sizes) is resolved here, with the reference,
