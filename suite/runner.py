@@ -16,6 +16,14 @@ import numpy as np
 from adapters.base import OK, Outcome, Target
 
 
+def case_and_target(item):
+    """(case, target) of a collected conformance test, else None (the project's other tests)."""
+    cs = getattr(item, "callspec", None)
+    if cs and "case" in cs.params and "target" in cs.params:
+        return cs.params["case"], cs.params["target"]
+    return None
+
+
 def group_key(case) -> tuple:
     spec = json.dumps(case.spec.to_dict(), sort_keys=True)
     return spec, case.input.shape[2:], case.input.shape[0] * case.input.shape[1] == 0

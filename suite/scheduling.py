@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 from .check import op_name
-from .runner import group_key
+from .runner import case_and_target, group_key
 
 COSTS_PATH = Path(__file__).parent / "data" / "costs.toml"
 
@@ -38,26 +38,19 @@ def unit_cost(target, cases) -> float:
     return costs["per_item"] * len(cases) + group_s * len(groups)
 
 
-def _params(item):
-    cs = getattr(item, "callspec", None)
-    if cs and "case" in cs.params and "target" in cs.params:
-        return cs.params["case"], cs.params["target"]
-    return None
-
-
 def order(items: list) -> list:
     """Conformance items regrouped unit by unit, heaviest unit first, then all other tests in
     their collected order. Deterministic, so every xdist worker collects the same list."""
     units: dict[str, list] = {}
     rest = []
     for item in items:
-        params = _params(item)
+        params = case_and_target(item)
         if params is None:
             rest.append(item)
         else:
             units.setdefault(unit_name(*params), []).append(item)
     def cost(name):
         members = units[name]
-        return unit_cost(_params(members[0])[1], [_params(i)[0] for i in members])
+        return unit_cost(case_and_target(members[0])[1], [case_and_target(i)[0] for i in members])
     ranked = sorted(units, key=lambda name: (-cost(name), name))
     return [item for name in ranked for item in units[name]] + rest

@@ -18,7 +18,7 @@ import pytest
 from adapters import registry
 from cases import expectations
 from . import options
-from .runner import GroupRunner
+from .runner import GroupRunner, case_and_target
 
 # Environment switches known to change pooling behaviour; only these are recorded.
 ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",
@@ -85,10 +85,8 @@ class RunState:
             self._pool = WorkerPool(env={**ONE_THREAD_ENV, **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=self.config.getoption("case_timeout"),
                                        repeat=self.config.getoption("repeat"))
-            for item in self.items:
-                cs = getattr(item, "callspec", None)
-                if cs and "case" in cs.params and "target" in cs.params:
-                    self._runner.register(cs.params["case"], cs.params["target"])
+            for params in filter(None, map(case_and_target, self.items)):
+                self._runner.register(*params)
         return self._runner
 
     def describe(self, framework: str) -> dict:

@@ -6,14 +6,15 @@ never multiplies compilations; groups are dealt largest first to the least-loade
 
 from __future__ import annotations
 
-from .runner import group_key
+from .runner import case_and_target, group_key
 
 
 def _key(item):
-    cs = getattr(item, "callspec", None)
-    if cs and "case" in cs.params and "target" in cs.params:
-        return (cs.params["target"].framework, repr(group_key(cs.params["case"])))
-    return ("", item.nodeid)
+    params = case_and_target(item)
+    if params is None:
+        return ("", item.nodeid)
+    case, target = params
+    return (target.framework, repr(group_key(case)))
 
 
 def select(items, index: int, count: int):
