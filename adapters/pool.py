@@ -109,11 +109,14 @@ class WorkerPool:
         variant reuses the group's compilation (and kernel choice), and no other case's
         values take part."""
         if len(x) == 0 or len(x) == planes:
-            return self._call(target, spec, x, g, timeout_s)
-        reps = -(-planes // len(x))
-        outcome = self._call(target, spec, np.concatenate([x] * reps)[:planes],
-                             np.concatenate([g] * reps)[:planes], timeout_s)
-        return outcome.split([len(x), planes - len(x)])[0]
+            outcome = self._call(target, spec, x, g, timeout_s)
+        else:
+            reps = -(-planes // len(x))
+            outcome = self._call(target, spec, np.concatenate([x] * reps)[:planes],
+                                 np.concatenate([g] * reps)[:planes], timeout_s)
+            outcome = outcome.split([len(x), planes - len(x)])[0]
+        outcome.info["alone"] = True
+        return outcome
 
     def _call(self, target, spec, x, g, timeout_s) -> Outcome:
         worker = self._workers[target.framework]

@@ -2,22 +2,27 @@
 
 Records are matched by (case, target). Where one side holds a target at several framework
 versions (a version matrix), that target's records are matched by (case, target, version).
-Each matched pair that changed lands in exactly one category, checked in this order:
-new divergence, fixed, verdict change, policy change, expectation change (the expectations
-entry or the outcome against it), gradient change (a ``wrong`` gradient that moved).
-Coverage (targets, cases) and environment (versions, switches) changes are reported but are
-not behaviour: ``behaviour_changed`` is true only for the per-record categories.
+A pair is compared by **behaviour**, never by label: the framework's forward and gradient
+arrays (NaN payloads aside) for a result that ran, the verdict for one that did not (error,
+crash, timeout). Each matched pair whose behaviour changed lands in one category: new
+divergence, fixed, behaviour change (a divergence whose arrays or failure moved). Pairs with the
+same behaviour and other labels (verdict, policy, outcome, findings: e.g. another release of
+the knowledge base, or a result one side could not run) are listed as label changes; they never
+make ``behaviour_changed`` true. Coverage (targets, cases) and environment (versions, switches)
+changes are reported but are not behaviour.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 
 from .schema import NOT_RUN, is_divergence
 
-BEHAVIOUR = ("new_divergences", "fixed", "verdict_changes", "policy_changes", "expectation_changes",
-             "gradient_changes")
+BEHAVIOUR = ("new_divergences", "fixed", "behaviour_changes")
+LABELS_SHOWN = 20
+RAN = ("conforms", "policy", "inconsistent", "wrong", "nondeterministic")
 
 
 @dataclasses.dataclass
@@ -35,10 +40,8 @@ class Change:
 class Diff:
     new_divergences: list[Change] = dataclasses.field(default_factory=list)
     fixed: list[Change] = dataclasses.field(default_factory=list)
-    verdict_changes: list[Change] = dataclasses.field(default_factory=list)
-    policy_changes: list[Change] = dataclasses.field(default_factory=list)
-    expectation_changes: list[Change] = dataclasses.field(default_factory=list)
-    gradient_changes: list[Change] = dataclasses.field(default_factory=list)
+    behaviour_changes: list[Change] = dataclasses.field(default_factory=list)
+    label_changes: list[Change] = dataclasses.field(default_factory=list)
     targets_added: list[str] = dataclasses.field(default_factory=list)
     targets_gone: list[str] = dataclasses.field(default_factory=list)
     cases_added: int = 0
@@ -70,10 +73,17 @@ def policy_text(policy: dict | None) -> str:
     return "-" if not policy else ", ".join(f"{k}={v}" for k, v in sorted(policy.items()))
 
 
-def _expectation_text(rec: dict) -> str:
-    exp = rec.get("expected")
-    claim = "no expectation" if not exp else f"expects {exp.get('verdict')} ({policy_text(exp.get('policy'))})"
-    return f"{rec['outcome']}, {claim}"
+def behaviour(rec: dict) -> str:
+    """What the framework did, as a comparable key: its arrays when it ran the case (encoded
+    arrays write every NaN as "nan", so payloads do not count), else its verdict."""
+    if rec["verdict"] in RAN:
+        return json.dumps([rec.get("forward"), rec.get("grad_input")], separators=(",", ":"))
+    return rec["verdict"]
+
+
+def _label(rec: dict) -> str:
+    found = ", ".join(f["id"] for f in rec.get("findings") or ()) or (rec.get("expected") or {}).get("id")
+    return f"{describe(rec)}, {rec['outcome']}" + (f" ({found})" if found else "")
 
 
 def _versioned(results: list[dict]) -> set[str]:
@@ -90,16 +100,15 @@ def _index(results: list[dict], versioned: set[str]) -> dict[tuple, dict]:
 
 def _classify(a: dict, b: dict) -> tuple[str, str, str] | None:
     """(category, before, after) for a changed pair, or None when nothing changed."""
-    if is_divergence(a) != is_divergence(b) and not (a["verdict"] in NOT_RUN or b["verdict"] in NOT_RUN):
-        return ("new_divergences" if is_divergence(b) else "fixed"), describe(a), describe(b)
-    if a["verdict"] != b["verdict"]:
-        return "verdict_changes", describe(a), describe(b)
-    if (a.get("policy"), a.get("forward_policy")) != (b.get("policy"), b.get("forward_policy")):
-        return "policy_changes", describe(a), describe(b)
-    if (a.get("expected"), a["outcome"]) != (b.get("expected"), b["outcome"]):
-        return "expectation_changes", _expectation_text(a), _expectation_text(b)
-    if a["verdict"] == "wrong" and a.get("grad_input") != b.get("grad_input"):
-        return "gradient_changes", f"max abs error {a.get('max_abs_error')}", f"max abs error {b.get('max_abs_error')}"
+    same = behaviour(a) == behaviour(b)
+    not_run = a["verdict"] in NOT_RUN or b["verdict"] in NOT_RUN
+    if not same and not not_run:
+        if is_divergence(a) != is_divergence(b):
+            return ("new_divergences" if is_divergence(b) else "fixed"), describe(a), describe(b)
+        if is_divergence(a):  # two conforming results of an arithmetic op may round apart
+            return "behaviour_changes", describe(a), describe(b)
+    if _label(a) != _label(b):
+        return "label_changes", _label(a), _label(b)
     return None
 
 
@@ -162,7 +171,13 @@ def format_text(d: Diff, base_name: str, new_name: str) -> str:
         if items:
             lines.append(f"{title} ({len(items)}):")
             lines.extend(f"  {item}" for item in items)
+    if d.label_changes:
+        shown = d.label_changes[:LABELS_SHOWN]
+        lines.append(f"label changes, same behaviour ({len(d.label_changes)}, not a change"
+                     + (f"; first {len(shown)}, --json lists all" if len(shown) < len(d.label_changes) else "") + "):")
+        lines.extend(f"  {c.line()}" for c in shown)
     if d.cases_added or d.cases_gone:
         lines.append(f"cases: {d.cases_added} added, {d.cases_gone} gone (on targets in both)")
-    lines.append("behaviour changed: " + ("yes (exit 1)" if d.behaviour_changed else "no (exit 0)"))
+    lines.append("behaviour changed: " + ("yes (exit 1)" if d.behaviour_changed else
+                                          "no (exit 0)" + (" — labels only" if d.label_changes else "")))
     return "\n".join(lines)

@@ -119,6 +119,18 @@ class Report:
     diff: Diff | None
     filters: dict
     total: int
+    semantics: dict
+
+
+def semantics() -> dict:
+    """The knowledge base's semantics table (cases/semantics.py), for the report."""
+    from cases import findings, semantics as sem
+    knowledge = findings.load()
+    return {"columns": [f"{fw} {v}" for fw, v in sem.columns()],
+            "rows": [(title, [[(n, sem.claim(knowledge[n - 1])) for n in cell] for cell in cells])
+                     for title, cells in sem.table(knowledge)],
+            "findings": [{"n": n, "f": f, "scope": sem.scope_text(f), "releases": sem.releases(knowledge, f)}
+                         for n, f in enumerate(knowledge, 1)]}
 
 
 def build(source, baseline=None, *, details: bool = True) -> Report:
@@ -147,4 +159,4 @@ def build(source, baseline=None, *, details: bool = True) -> Report:
         outcome_totals=[(o, outcomes[o]) for o in OUTCOME_ORDER if outcomes[o]],
         interop=interop(results), fingerprints=fingerprints(results, columns), divergences=divergences,
         diff=None if baseline is None else diff(load(baseline), (merged.environments, results)),
-        filters=filters, total=len(results))
+        filters=filters, total=len(results), semantics=semantics())

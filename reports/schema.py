@@ -26,20 +26,23 @@ _METRIC = (int, float, str, _NONE)
 ENVIRONMENT_FIELDS = {
     "record": _STR, "schema": _STR, "run_id": _STR, "shard": (_STR, _NONE),
     "suite_version": _STR, "suite_commit": (_STR, _NONE), "date": _STR, "python": _STR,
-    "numpy": _STR, "platform": _STR, "cpu": _STR, "frameworks": _DICT, "env_switches": _DICT,
+    "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": _LIST, "onednn_max_cpu_isa": (_STR, _NONE),
+    "frameworks": _DICT, "env_switches": _DICT,
 }
 RESULT_FIELDS = {
     "record": _STR, "run_id": _STR, "case_id": _STR, "family": _STR, "op": _STR, "spec": _DICT,
     "dtype": _STR, "framework": _STR, "framework_version": _STR, "variant": _STR, "device": _STR,
     "target": _STR, "verdict": _STR, "policy": (_DICT, _NONE), "forward_policy": (_DICT, _NONE),
-    "valid_subgradient": (_BOOL, _NONE), "expected": (_DICT, _NONE), "outcome": _STR,
+    "valid_subgradient": (_BOOL, _NONE), "findings": (_LIST, _NONE), "contradicts": (_LIST, _NONE),
+    # "expected": the one known-divergence entry of results written before the knowledge base
+    "expected": (_DICT, _NONE), "outcome": _STR,
     **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
-    "message": _STR, "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
+    "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE), "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
 }
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
-                      "forward_policy", "valid_subgradient", "expected", "duration_s",
+                      "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "duration_s",
                       "call_shape"})
 
 
@@ -54,13 +57,17 @@ def _type_name(types) -> str:
     return " or ".join(dict.fromkeys(names[t.__name__] for t in types))
 
 
-def _check_fields(rec: dict, fields: dict) -> None:
+# Machine fields of the environment that results written before they existed lack.
+ENVIRONMENT_OPTIONAL = frozenset({"cpu_features", "onednn_max_cpu_isa"})
+
+
+def _check_fields(rec: dict, fields: dict, optional: frozenset) -> None:
     unknown = sorted(set(rec) - set(fields))
     if unknown:
         raise RecordError(f"unknown field {unknown[0]!r} (schema {SCHEMA})")
     for name, types in fields.items():
         if name not in rec:
-            if name in OPTIONAL:
+            if name in optional:
                 continue
             raise RecordError(f"field {name!r} is missing")
         value = rec[name]
@@ -77,13 +84,13 @@ def validate(rec) -> dict:
         raise RecordError(f"a record is a JSON object, got {type(rec).__name__}")
     kind = rec.get("record")
     if kind == "environment":
-        _check_fields(rec, ENVIRONMENT_FIELDS)
+        _check_fields(rec, ENVIRONMENT_FIELDS, ENVIRONMENT_OPTIONAL)
         if rec["schema"] != SCHEMA:
             raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
-        return rec
+        return {**{name: None for name in ENVIRONMENT_OPTIONAL}, **rec}
     if kind != "result":
         raise RecordError(f"field 'record' must be 'environment' or 'result', got {kind!r}")
-    _check_fields(rec, RESULT_FIELDS)
+    _check_fields(rec, RESULT_FIELDS, OPTIONAL)
     if rec["verdict"] not in VERDICTS:
         raise RecordError(f"field 'verdict': unknown {rec['verdict']!r}; allowed: {', '.join(VERDICTS)}")
     if rec["outcome"] not in OUTCOMES:

@@ -35,7 +35,7 @@ def _cells(a: np.ndarray, b: np.ndarray) -> list[list[int]]:
 def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, *, framework: str,
            variant: str, run_id: str, device: str = "cpu", version: str | None = None,
            tie: str = "first", nan: str = "propagate", grad_input: np.ndarray | None = None,
-           verdict: str | None = None, expected: dict | None = None, outcome: str | None = None,
+           verdict: str | None = None, findings: list | None = None, outcome: str | None = None,
            message: str = "") -> dict:
     """One result record; the framework's gradient is the reference's under (tie, nan) unless
     ``grad_input`` is given. The verdict is inferred unless given."""
@@ -47,7 +47,7 @@ def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, 
         verdict = "conforms" if not cells else "policy"
     policy = {"tie": tie, "nan": nan} if ps.is_max and verdict in ("conforms", "policy") else None
     if outcome is None:
-        outcome = "expected" if expected else ("pass" if verdict == "conforms" else "fail")
+        outcome = "expected" if findings else ("pass" if verdict == "conforms" else "fail")
     fwd = forward(ps, x)
     return {
         "record": "result", "run_id": run_id, "case_id": case_id, "family": family,
@@ -55,7 +55,7 @@ def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, 
         "framework": framework, "framework_version": version or VERSIONS[framework], "variant": variant,
         "device": device, "target": f"{framework}-{variant}-{device}", "verdict": verdict,
         "policy": policy, "forward_policy": policy, "valid_subgradient": None if policy is None else True,
-        "expected": expected, "outcome": outcome,
+        "findings": findings or [], "contradicts": [], "outcome": outcome,
         "input": encode_array(x), "grad_output": encode_array(g), "forward": encode_array(fwd),
         "expected_forward": encode_array(fwd), "grad_input": encode_array(got),
         "expected_grad_input": encode_array(ref), "indices": None,

@@ -1,130 +1,117 @@
-"""Draft known-divergence entries from a run: ``python -m suite.characterize RESULTS... -o FILE``.
+"""Propose findings from a run: ``python -m suite.characterize RESULTS...``.
 
-A maintainer auditing a release runs the suite, reads every divergence, then drafts the
-expectations that pin this release's behaviour. Each entry's scope is as wide as the records
-allow: a whole (target, op, family, dtype) when one claim holds for every record in it —
-checked by re-running the reference under the claimed policy, conforming records included —
-else the exact case ids. Reasons are drafted from the verdict messages; review them.
+Prints the results no finding of the knowledge base explains, grouped into candidate
+findings: one per framework and observed claim (the policy the verdict search named, or the
+failure's exception type), generalized across the variants, ops and dtypes where that one
+claim holds for all of them, with the case properties every member shares as the scope to
+start from. It writes nothing: a finding is knowledge a person writes up (what the kernel does
+and why, from its source; the upstream report) in cases/data/findings.toml.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import json
+import re
 import sys
 
-import numpy as np
+from cases import findings as kb
+from reference import CANONICAL
+from reports.records import read_results
 
-from adapters.base import OK, Outcome
-from cases import catalogue
-from cases.expectations import POLICY_VERDICTS
-from reports.records import decode_array, read_results
+from .machine import record as machine_record
+from .replay import case_of, framework_message, judge_record
+from verdicts.case import case_for
 
-from .check import claim_holds
-
-SKIP = ("unsupported", "not_installed", "no_device")
-
-
-def _outcome(rec, case) -> Outcome:
-    def arr(key, like):
-        a = decode_array(rec[key], case.spec.dtype)
-        return a.reshape(like) if a.size == 0 else a
-    fwd_shape = (case.input.shape[:2]) + tuple(np.shape(decode_array(rec["expected_forward"], "float64"))[2:])
-    return Outcome(OK, forward=arr("forward", fwd_shape), grad_input=arr("grad_input", case.input.shape))
+UNEXPLAINED = ("fail", "behaviour_changed")
 
 
-def _claim(rec):
-    return (rec["verdict"], json.dumps(rec.get("policy"), sort_keys=True),
-            json.dumps(rec.get("forward_policy"), sort_keys=True))
+def _departure(policy: dict | None) -> dict:
+    """The keys of a policy that differ from the canonical one."""
+    return {k: v for k, v in (policy or {}).items() if CANONICAL.get(k) != v}
 
 
-def _holds(claim, rec, case) -> bool:
-    verdict, policy, fpolicy = claim[0], json.loads(claim[1]), json.loads(claim[2])
-    outcome = _outcome(rec, case) if verdict in POLICY_VERDICTS else None
-    return claim_holds(verdict, policy, fpolicy if fpolicy != policy else None, rec["verdict"], case, outcome)
+def claim_of(rec: dict) -> tuple:
+    if rec["verdict"] in ("policy", "inconsistent"):
+        fwd, grad = _departure(rec.get("forward_policy")), _departure(rec.get("policy"))
+        return ("policy", tuple(sorted(fwd.items())), tuple(sorted(grad.items())))
+    if rec["verdict"] in ("error", "crash", "timeout"):
+        message = framework_message(rec)
+        kind = message.split(":", 1)[0] if rec["verdict"] == "error" else rec["verdict"]
+        # The message's first line, numbers and paths blanked, is what a pattern would match.
+        first = re.sub(r"(/\S+)|\d+", "…", message.split(":", 1)[-1].strip().splitlines()[0] if message else "")
+        return (rec["verdict"], kind, first[:120])
+    return (rec["verdict"],)
 
 
-def draft(results: list[dict]) -> list[dict]:
-    cases = {c.id: c for c in catalogue()}
-    scopes = collections.defaultdict(list)
-    for r in results:
-        if r["verdict"] in SKIP or r["case_id"] not in cases:
-            continue
-        scopes[(r["framework"], r["variant"], r["device"], r["op"], r["family"], r["dtype"])].append(r)
-    entries = []
-    for scope, recs in sorted(scopes.items()):
-        divergent = [r for r in recs if r["verdict"] != "conforms"]
-        if not divergent:
-            continue
-        by_claim = collections.defaultdict(list)
-        for r in divergent:
-            by_claim[_claim(r)].append(r)
-        wide = next((c for c in by_claim if all(_holds(c, r, cases[r["case_id"]]) for r in recs)), None)
-        if wide is not None:
-            entries.append(_entry(scope, wide, by_claim[wide][0], None))
-            continue
-        for claim, members in sorted(by_claim.items()):
-            entries.append(_entry(scope, claim, members[0], sorted(r["case_id"] for r in members)))
-    seen = collections.Counter()
-    for e in entries:  # per-case entries of one scope may share a drafted id
-        seen[e["id"]] += 1
-        if seen[e["id"]] > 1:
-            e["id"] += f"-{seen[e['id']]}"
-    return entries
+def propose(envs: list[dict], results: list[dict], knowledge) -> tuple[list[dict], collections.Counter]:
+    """(candidate findings, how many results each finding in scope did not explain)."""
+    env = {**machine_record(), **{k: v for k, v in (envs[-1] if envs else {}).items() if v is not None}}
+    groups = collections.defaultdict(list)
+    contradicted = collections.Counter()
+    for rec in results:
+        j = judge_record(rec, knowledge, env)
+        contradicted.update(f.id for f in j.contradicted)
+        if j.outcome in UNEXPLAINED:
+            groups[(rec["framework"], claim_of(rec))].append((rec, j))
+    proposals = []
+    for (framework, claim), members in sorted(groups.items(), key=lambda g: (g[0][0], -len(g[1]))):
+        props = None
+        for rec, _ in members:
+            case = case_of(rec)
+            p = case_for(case.spec, case.input, case.grad_output, case.id).properties()
+            props = p if props is None else props & p
+        recs = [r for r, _ in members]
+        proposals.append({
+            "framework": framework, "claim": claim, "results": len(recs),
+            "variants": sorted({r["variant"] for r in recs}), "devices": sorted({r["device"] for r in recs}),
+            "ops": sorted({r["op"] for r in recs}), "dtypes": sorted({r["dtype"] for r in recs}),
+            "versions": sorted({r["framework_version"] for r in recs}),
+            "when": sorted(props or ()),
+            "in_scope_but_not_holding": sorted({f.id for _, j in members for f in j.contradicted}),
+            "examples": [r["case_id"] for r in recs[:3]],
+            "message": recs[0]["message"][:300],
+        })
+    return proposals, contradicted
 
 
-def _entry(scope, claim, sample, case_ids):
-    framework, variant, device, op, family, dtype = scope
-    version = sample["framework_version"].split("+")[0]
-    e = {"id": "-".join([framework, variant, device, op, family, dtype]),
-         "framework": framework, "variants": [variant], "devices": [device], "versions": f">={version}",
-         "select": {"op": op, "family": family, "dtype": dtype}, "verdict": claim[0]}
-    if case_ids is not None:
-        e["select"]["case"] = case_ids
-    policy, fpolicy = json.loads(claim[1]), json.loads(claim[2])
-    if claim[0] in POLICY_VERDICTS:
-        e["policy"] = policy
-        if fpolicy != policy:
-            e["forward_policy"] = fpolicy
-    message = sample["message"]  # "<verdict> [<policy>]: <verdict message>"
-    message = message.split("}: ", 1)[-1] if "}: " in message else message.split(": ", 1)[-1]
-    e["reason"] = f"observed with {framework} {sample['framework_version']} on {device}: {message}"[:400]
-    return e
-
-
-def to_toml(entries) -> str:
-    def val(v):
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + "}"
-        return json.dumps(v)
-    out = []
-    for e in entries:
-        out.append("[[divergence]]")
-        out.extend(f"{k} = {val(v)}" for k, v in e.items())
-        out.append("")
-    return "\n".join(out)
+def format_proposal(p: dict) -> str:
+    claim = p["claim"]
+    if claim[0] == "policy":
+        what = f"forward {dict(claim[1]) or 'canonical'}, gradient {dict(claim[2]) or 'canonical'}"
+    elif len(claim) > 1:
+        what = f"{claim[0]}: {claim[1]}: {claim[2]}"
+    else:
+        what = claim[0]
+    lines = [f"## {p['framework']}: {what}  ({p['results']} results)",
+             f"   variants {', '.join(p['variants'])}; devices {', '.join(p['devices'])}; versions {', '.join(p['versions'])}",
+             f"   ops {', '.join(p['ops'])}",
+             f"   dtypes {', '.join(p['dtypes'])}",
+             f"   case properties all of them share (a start for `when`): {', '.join(p['when']) or '(none)'}"]
+    if p["in_scope_but_not_holding"]:
+        lines.append(f"   findings in scope that do not explain them: {', '.join(p['in_scope_but_not_holding'])}")
+    lines.append(f"   e.g. {', '.join(p['examples'])}")
+    lines.append(f"   {p['message']}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m suite.characterize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+", help="results JSON-lines files of one run")
-    p.add_argument("-o", "--output", default="-", help="TOML file to write (default: stdout)")
+    p.add_argument("--findings", default=str(kb.DEFAULT_PATH), help="the knowledge base to judge them with")
     args = p.parse_args(argv)
-    _, results = read_results(args.results)
-    text = to_toml(draft(results))
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w") as fh:
-            fh.write(text)
+    envs, results = read_results(args.results)
+    proposals, contradicted = propose(envs, results, kb.load(args.findings))
+    if contradicted:
+        print("findings whose scope holds results they do not explain (scope too wide, or the behaviour "
+              "changed): " + ", ".join(f"{k} ({n})" for k, n in sorted(contradicted.items())) + "\n")
+    if not proposals:
+        print(f"every divergence of {len(results)} results is explained by a finding")
+        return 0
+    print(f"{sum(p['results'] for p in proposals)} results no finding explains, "
+          f"in {len(proposals)} candidate findings (review, then write them up in {args.findings}):\n")
+    print("\n\n".join(format_proposal(p) for p in proposals))
     return 0
 
 

@@ -1,15 +1,17 @@
-"""One (case, target) check: verdict, expectation, outcome, and the results record."""
+"""One (case, target) check: verdict, the findings that explain it, outcome, and the record."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import verdicts
-from adapters.base import Outcome, Target
-from cases import expectations as expectations_mod
-from reports.records import encode_array
+import numpy as np
 
-SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device")
+import verdicts
+from adapters.base import OK, Outcome, Target
+from cases.findings import Judgement, Knowledge, Machine
+from reports.records import encode_array
+from verdicts.case import case_for
+from verdicts.compare import identical
 
 
 @dataclasses.dataclass
@@ -17,70 +19,63 @@ class Checked:
     outcome: str          # pass | expected | behaviour_changed | fail | skipped
     message: str
     record: dict
+    judgement: Judgement
 
 
 def op_name(case) -> str:
     return f"{case.spec.op}{case.input.ndim - 2}d"
 
 
-def claim_holds(claimed: str, policy, forward_policy, observed: str, case, outcome: Outcome) -> bool:
-    """Whether an expectation's claim (a verdict, with policies for policy-type verdicts) holds
-    for a case whose observed verdict is ``observed``."""
-    if claimed in expectations_mod.POLICY_VERDICTS:
-        # A policy claim is about behaviour, not labels: it holds when the framework's results
-        # equal the reference under the claimed policies, also where they coincide with canonical.
-        return observed in ("conforms", "policy", "inconsistent") and verdicts.explained_by(
-            policy, case.spec, case.input, case.grad_output, outcome,
-            forward_policy=forward_policy, cache_key=case.id)
-    return observed == claimed
-
-
-def check(case, target: Target, version: str, outcomes: list[Outcome], entries, duration_s: float,
-          *, from_catalogue: bool = True) -> Checked:
-    """``from_catalogue``: the case is the catalogue's, so entries select it by family and id.
-    Other cases (a --case-file, fuzzing) match an entry in scope by behaviour: the first whose
-    claim holds for the divergence observed."""
+def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge: Knowledge,
+          duration_s: float, machine: Machine = Machine()) -> Checked:
     first, repeats = outcomes[0], outcomes[1:]
-    scope = dict(framework=target.framework, variant=target.variant, device=target.device,
-                 version=version or "", op=op_name(case), dtype=case.spec.dtype)
-    entry = (expectations_mod.find(entries, **scope, family=case.family, case_id=case.id)
-             if from_catalogue else None)
-    # A listed policy is tried before the policy search: the common case of a known divergence
-    # that still holds then costs two reference evaluations instead of a search.
-    hint = ((entry.policy, entry.forward_policy)
-            if entry is not None and entry.verdict in expectations_mod.POLICY_VERDICTS and entry.policy
-            else None)
-    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats,
-                          cache_key=case.id, hint=hint)
-    if not from_catalogue and v.verdict not in ("conforms", *SKIPPED_VERDICTS):
-        entry = next((e for e in expectations_mod.in_scope(entries, **scope)
-                      if claim_holds(e.verdict, e.policy, e.forward_policy, v.verdict, case, first)), None)
-    observed = f"{v.verdict}" + (f" {v.policy}" if v.policy else "")
-    if entry is not None and v.verdict in SKIPPED_VERDICTS and entry.verdict != v.verdict:
-        # Not expressible / not present is the adapter's or the machine's answer, not the
-        # framework's behaviour: a wide entry cannot have observed it change.
-        entry = None
-    if entry is not None:
-        expected = f"{entry.verdict}" + (f" {entry.policy}" if entry.policy else "")
-        if claim_holds(entry.verdict, entry.policy, entry.forward_policy, v.verdict, case, first):
-            outcome, message = "expected", f"known divergence {entry.id}: {entry.reason}"
-        else:
-            outcome = "behaviour_changed"
-            message = (f"behaviour changed: expected {expected} ({entry.id}), observed {observed}: {v.message}")
-    elif v.verdict in SKIPPED_VERDICTS:
-        outcome, message = "skipped", f"{v.verdict}: {v.message}"
-    elif v.verdict == "conforms":
-        outcome, message = "pass", v.message
+    # The verdict and its policy come from the arrays alone (the policy search's canonical
+    # choice), whatever the knowledge base says: one behaviour, one label.
+    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id)
+    ref = case_for(case.spec, case.input, case.grad_output, case.id)
+
+    def holds(forward: dict, gradient: dict) -> bool:
+        if first.status != OK or not case.spec.is_max:
+            return False
+        return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
+                and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+
+    candidates = knowledge.for_target(target.framework, target.variant, target.device, version or "", machine)
+    properties = ref.properties() if candidates else frozenset()
+    call = first.info.get("call_shape") or case.input.shape
+    j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
+                        int(np.prod(call)), lambda: call_properties(first.info.get("call_members") or [case]))
+    observed = v.verdict + (f" ({_policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
+    if j.outcome == "expected":
+        message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
+    elif j.outcome == "behaviour_changed":
+        message = f"behaviour changed: the findings in scope claim {j.claim}; observed {observed}: {v.message}"
+    elif j.outcome == "skipped":
+        message = f"{v.verdict}: {v.message}"
+    elif j.outcome == "pass":
+        message = v.message
     else:
-        outcome, message = "fail", f"{observed}: {v.message}"
-    return Checked(outcome, message, _record(case, target, version, first, v, entry, outcome, message, duration_s))
+        message = f"{observed}: {v.message}"
+    return Checked(j.outcome, message, _record(case, target, version, first, v, j, message, duration_s), j)
+
+
+def call_properties(members) -> frozenset[str]:
+    """The properties of every case of one framework call, united."""
+    out = frozenset()
+    for m in members:
+        out |= case_for(m.spec, m.input, m.grad_output, m.id).properties()
+    return out
+
+
+def _policy_text(p: dict) -> str:
+    return ", ".join(f"{k}={val}" for k, val in p.items())
 
 
 def _arr(a):
     return None if a is None else encode_array(a)
 
 
-def _record(case, target, version, outcome, v, entry, status, message, duration_s) -> dict:
+def _record(case, target, version, outcome, v, j: Judgement, message, duration_s) -> dict:
     vd = v.to_dict()
     return {
         "record": "result",
@@ -98,8 +93,10 @@ def _record(case, target, version, outcome, v, entry, status, message, duration_
         "policy": vd.get("policy"),
         "forward_policy": vd.get("forward_policy"),
         "valid_subgradient": vd.get("valid_subgradient"),
-        "expected": None if entry is None else entry.to_dict(),
-        "outcome": status,
+        "findings": [f.summary() for f in j.explained_by],
+        "contradicts": [f.id for f in j.contradicted],
+        "outcome": j.outcome,
+        "shape": list(case.input.shape),
         "input": _arr(case.input),
         "grad_output": _arr(case.grad_output),
         "forward": _arr(outcome.forward),
@@ -112,5 +109,6 @@ def _record(case, target, version, outcome, v, entry, status, message, duration_
         "max_ulp_error": vd.get("max_ulp_error"),
         "differing_cells": vd.get("differing_cells") or [],
         "message": message,
+        "framework_message": outcome.message if outcome.status != OK else None,
         "duration_s": round(duration_s, 6),
     }

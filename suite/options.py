@@ -17,7 +17,7 @@ def add_options(parser) -> None:
     g.addoption("--variants", default=None, help="comma list of API paths (default: all), e.g. eager,jit,compile")
     g.addoption("--devices", default=None, help="comma list of devices: cpu,gpu (default: cpu, plus gpu when a GPU driver is present)")
     g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
-    g.addoption("--expectations", default=None, metavar="PATH", help="known-divergences TOML (default: cases/data/expectations.toml)")
+    g.addoption("--findings", default=None, metavar="PATH", help="the knowledge base of known behaviours (default: cases/data/findings.toml)")
     g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
     g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
     g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")

@@ -29,9 +29,13 @@ class ConformancePlugin:
         tr.section("poolgrad conformance")
         for (outcome, verdict), n in sorted(state.counts.items()):
             tr.write_line(f"{n:7d}  {outcome:18s} {verdict}")
-        stale = state.stale_entries()
+        stale = state.stale_findings()
         if stale:
-            tr.write_line(f"stale expectations (matched no record in this run): {', '.join(stale)}")
+            tr.write_line(f"stale findings (in this run's targets, releases and machine, explained nothing): "
+                          f"{', '.join(stale)}")
+        if state.contradicted:
+            tr.write_line("findings that did not hold where their scope says they apply (results in scope "
+                          "that they do not explain): " + ", ".join(f"{k} ({n})" for k, n in sorted(state.contradicted.items())))
         for line in self.summary_lines:
             tr.write_line(line)
 

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from adapters import registry
-from cases import expectations
+from cases import findings
 from . import options
+from . import machine
 from .runner import GroupRunner, case_and_target
 
 # Environment switches known to change pooling behaviour; only these are recorded.
-ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",
+ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",
                 "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "CUBLAS_WORKSPACE_CONFIG", "TORCHINDUCTOR_FREEZING",
                 "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE")
 RECORD_KEY = "poolgrad_record"
@@ -37,8 +38,8 @@ class RunState:
         self.run_id = (config.workerinput["poolgrad_run_id"] if not self.is_controller
                        else uuid.uuid4().hex[:12])
         try:
-            self.entries = expectations.load(config.getoption("expectations") or expectations.DEFAULT_PATH)
-        except expectations.ExpectationsError as e:
+            self.knowledge = findings.load(config.getoption("findings") or findings.DEFAULT_PATH)
+        except findings.FindingsError as e:
             raise pytest.UsageError(str(e)) from None
         self._cases = None
         self.items = []
@@ -48,7 +49,8 @@ class RunState:
         self._described: dict[str, dict] = {}
         self.frameworks_seen: dict[str, dict] = {}
         self.counts: dict[tuple[str, str], int] = {}
-        self.matched_entries: set[str] = set()
+        self.explaining: set[str] = set()         # findings that explained a result
+        self.contradicted: dict[str, int] = {}    # finding -> results in scope it did not explain
         self._results_fh = None
         self._memory_records: list[dict] | None = None
         if config.getoption("case_file"):
@@ -94,6 +96,9 @@ class RunState:
             self._described[framework] = self.runner.pool.describe(framework)
         return self._described[framework]
 
+    def machine(self, framework: str) -> findings.Machine:
+        return machine.machine(framework, self.describe(framework).get("environment"))
+
     def run_check(self, case, target, node):
         from . import check
         first_use = target.framework not in self._described
@@ -102,9 +107,8 @@ class RunState:
             node.user_properties.append((FRAMEWORK_KEY, json.dumps({target.framework: info}, default=str)))
         start = time.perf_counter()
         outcomes = self.runner.outcomes(case, target)
-        checked = check.check(case, target, info.get("version") or "", outcomes, self.entries,
-                              time.perf_counter() - start,
-                              from_catalogue=not self.config.getoption("case_file"))
+        checked = check.check(case, target, info.get("version") or "", outcomes, self.knowledge,
+                              time.perf_counter() - start, self.machine(target.framework))
         checked.record["run_id"] = self.run_id
         node.user_properties.append((RECORD_KEY, json.dumps(checked.record, allow_nan=False)))
         return checked
@@ -126,8 +130,9 @@ class RunState:
             elif key == RECORD_KEY:
                 rec = json.loads(value)
                 self.counts[(rec["outcome"], rec["verdict"])] = self.counts.get((rec["outcome"], rec["verdict"]), 0) + 1
-                if rec.get("expected"):
-                    self.matched_entries.add(rec["expected"]["id"])
+                self.explaining.update(f["id"] for f in rec.get("findings") or ())
+                for fid in rec.get("contradicts") or ():
+                    self.contradicted[fid] = self.contradicted.get(fid, 0) + 1
                 self._emit(rec)
 
     def _emit(self, rec: dict) -> None:
@@ -151,7 +156,7 @@ class RunState:
             "suite_version": _suite_version(), "suite_commit": _git_commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
-            "platform": platform.platform(), "cpu": _cpu_name(), "frameworks": frameworks,
+            "platform": platform.platform(), **machine.record(), "frameworks": frameworks,
             "env_switches": {k: os.environ[k] for k in ENV_SWITCHES if k in os.environ},
         }
 
@@ -173,8 +178,18 @@ class RunState:
                 lines.append(f"Markdown summary: {self.config.getoption('report_markdown')}")
         return lines
 
-    def stale_entries(self) -> list[str]:
-        return [e.id for e in self.entries if e.id not in self.matched_entries]
+    def stale_findings(self) -> list[str]:
+        """Findings this run could have seen (their target, release and machine were selected
+        and the catalogue ran) that explained nothing."""
+        if self.config.getoption("case_file"):
+            return []  # a user's cases say nothing about what the catalogue covers
+        env = self.environment_record()
+        selected = {f.id for t in self.targets
+                    if t.framework in env["frameworks"] and t.device in env["frameworks"][t.framework]["devices"]
+                    for f in self.knowledge.for_target(
+                        t.framework, t.variant, t.device, env["frameworks"][t.framework]["version"],
+                        machine.machine(t.framework, env["frameworks"][t.framework]["environment"]))}
+        return [f.id for f in self.knowledge if f.id in selected and f.id not in self.explaining]
 
     def close(self):
         if self._pool is not None:
@@ -197,13 +212,3 @@ def _suite_version():
         return importlib.metadata.version("poolgrad")
     except importlib.metadata.PackageNotFoundError:
         return "0+checkout"
-
-
-def _cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

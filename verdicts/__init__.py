@@ -6,8 +6,7 @@ difference by the policy space of extended_policies.py.
 """
 
 from .classify import classify
-from .explain import explained_by
 from .extended_policies import Policy
 from .verdict import VERDICTS, Verdict
 
-__all__ = ["classify", "explained_by", "Verdict", "VERDICTS", "Policy"]
+__all__ = ["classify", "Verdict", "VERDICTS", "Policy"]

@@ -15,11 +15,11 @@ from .verdict import Verdict
 
 
 def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), *,
-             cache_key=None, hint: tuple[dict, dict | None] | None = None) -> Verdict:
+             cache_key=None) -> Verdict:
     """The verdict on ``outcome`` (an adapters.base.Outcome) for the case (spec, x,
     grad_output). ``repeats`` are further outcomes of the same run, for nondeterminism;
-    ``cache_key`` identifies the case across calls (default: the arrays' identities);
-    ``hint`` (backward policy, forward policy) is tried before the policy search (explain)."""
+    ``cache_key`` identifies the case across calls (default: the arrays' identities).
+    The verdict depends on the arrays alone: the same results always get the same label."""
     if outcome.status != OK:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
     for i, again in enumerate(repeats, 1):
@@ -35,9 +35,9 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
                 "wrong", message=f"{name} has shape {np.shape(got) if got is not None else None}, "
                                  f"expected {want.shape}"))
     fingerprint = (outcome.forward.dtype.str, outcome.forward.tobytes(),
-                   outcome.grad_input.dtype.str, outcome.grad_input.tobytes(), repr(hint))
+                   outcome.grad_input.dtype.str, outcome.grad_input.tobytes())
     if fingerprint not in case.verdicts:
-        case.verdicts[fingerprint] = (_max_type(case, outcome.forward, outcome.grad_input, hint) if spec.is_max
+        case.verdicts[fingerprint] = (_max_type(case, outcome.forward, outcome.grad_input) if spec.is_max
                                       else _arithmetic(case, outcome.forward, outcome.grad_input))
     return _with_expected(case, Verdict(**case.verdicts[fingerprint]))
 
@@ -68,14 +68,14 @@ def _fmt(policy) -> str:
     return ", ".join(f"{k}={v}" for k, v in policy.as_dict().items())
 
 
-def _max_type(case: Case, forward, grad_input, hint) -> dict:
+def _max_type(case: Case, forward, grad_input) -> dict:
     ok_fwd = same_bits(forward, case.expected_forward)
     ok_bwd = same_bits(grad_input, case.expected_grad_input)
     if ok_fwd.all() and ok_bwd.all():
         return {"verdict": "conforms", "policy": dict(CANONICAL), "forward_policy": dict(CANONICAL),
                 "valid_subgradient": True, "max_abs_error": 0.0, "max_ulp_error": 0.0, "message": "forward and grad_input are the canonical results"}
     diff = _differences(case, forward, grad_input, ok_fwd, ok_bwd)
-    found = explain(case, forward, grad_input, hint)
+    found = explain(case, forward, grad_input)
     if found.forward is None or found.backward is None:
         part = "forward" if found.forward is None else "grad_input"
         return {"verdict": "wrong", **diff,

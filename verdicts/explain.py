@@ -21,18 +21,11 @@ class Explanation:
         return (f.nan, f.nan_tie) != (b.nan, b.nan_tie)
 
 
-def explain(case: Case, forward, grad_input, hint: tuple[dict, dict | None] | None = None) -> Explanation:
-    """Search the candidates simplest first; the first policy matching both wins, else the
-    simplest match of each half (each may be None).
-
-    ``hint`` (backward policy, forward policy or None for the same), typically a known
-    divergence's claim, is tried first: when it explains both halves it is the answer and the
-    search is skipped (a listed divergence is then described in the terms it was listed in)."""
-    if hint is not None:
-        bwd, fwd = Policy(**hint[0]), Policy(**(hint[1] or hint[0]))
-        if (identical(case.result(fwd).forward, forward)
-                and identical(case.result(bwd).grad_input, grad_input)):
-            return Explanation(fwd, bwd, fwd == bwd)
+def explain(case: Case, forward, grad_input) -> Explanation:
+    """Search the candidates simplest first (a deterministic order that depends on the case
+    alone); the first policy matching both wins, else the simplest match of each half (each
+    may be None). Where several policies coincide on a case, this order is the canonical
+    choice among them."""
     fwd = bwd = None
     for policy in case.candidates():
         r = case.result(policy)
@@ -43,15 +36,3 @@ def explain(case: Case, forward, grad_input, hint: tuple[dict, dict | None] | No
         fwd = fwd or (policy if f_ok else None)
         bwd = bwd or (policy if b_ok else None)
     return Explanation(fwd, bwd, False)
-
-
-def explained_by(policy: dict, spec, x, grad_output, outcome, *, forward_policy: dict | None = None,
-                 cache_key=None) -> bool:
-    """Whether ``outcome`` equals the reference under the named policy (backward) and
-    ``forward_policy`` (forward; default the same): the test of an expectation's claim,
-    which holds also where the policy coincides with the canonical one."""
-    from .case import case_for
-    case = case_for(spec, x, grad_output, cache_key)
-    bwd = case.result(Policy(**policy))
-    fwd = case.result(Policy(**(forward_policy or policy)))
-    return identical(fwd.forward, outcome.forward) and identical(bwd.grad_input, outcome.grad_input)

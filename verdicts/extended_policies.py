@@ -4,7 +4,9 @@ A policy is the reference's tie/NaN policy plus *modifiers* that real kernels sh
 a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
   tie, nan       reference policies; nan also takes the extended rules of selection.py
                  (first_tap, as_neg_inf, scan), nan_tie orders NaNs unlike numeric ties
-  ftz            subnormal inputs flushed to (signed) zero before comparing (DAZ/FTZ CPUs)
+  ftz            subnormal inputs flushed to (signed) zero before comparing (DAZ/FTZ CPUs);
+                 "daz": compared as zero, but the selected element's own value is output (a
+                 kernel that compares under DAZ and copies the winner's bits)
   padding        padding taps take part with this value ("-inf" or "0"); when one is selected
                  the forward is that value and the window's gradient is dropped
   order          "column_major": window taps visited with the spatial axes reversed; this is
@@ -46,7 +48,7 @@ BASES = (
 REFERENCE_BASES = 8
 # Modifier name -> its non-default values, in search order.
 MODIFIERS = {
-    "ftz": (True,),
+    "ftz": (True, "daz"),
     "padding": ("-inf", "0"),
     "order": ("column_major",),
     "signed_zero": ("ordered",),
@@ -59,7 +61,7 @@ class Policy:
     tie: str = "first"
     nan: str = "propagate"
     nan_tie: str | None = None
-    ftz: bool = False
+    ftz: bool | str = False
     padding: str | None = None
     order: str = "row_major"
     signed_zero: str = "equal"
@@ -87,7 +89,9 @@ class Policy:
             return Result(r.forward.transpose(axes), r.grad_input.transpose(axes), r.valid)
         xs = flush_subnormals(x) if self.ftz else x
         if self.tie in ("all", "split"):
-            fwd = reference.forward(spec, xs, tie=self.tie, nan=self.nan)
+            # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz.
+            fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward if self.ftz == "daz"
+                   else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
             bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan)
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
         plan = TapPlan(resolve(spec, x.shape))
@@ -98,6 +102,10 @@ class Policy:
         if self.init == "lowest":
             lowest = float(ml_dtypes.finfo(x.dtype).min)
             best = np.where((sel < 0) | (best < lowest), lowest, best)
+        if self.ftz == "daz":  # the winner's own bits: where it was flushed, its subnormal value
+            xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
+            own = xo.reshape(-1)[plan.flat_index(np.maximum(sel, 0), xo.shape)]
+            best = np.where((sel >= 0) & (own != best) & (best == 0), own, best)
         gw = np.asarray(g).astype(x.dtype).astype(np.float64)
         grad = plan.unpad(selection.route(plan, xw.shape, sel, gw))
         xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
@@ -192,7 +200,7 @@ def candidates(feat: dict) -> list[Policy]:
     out = []
     for i, (tie, nan, nan_tie) in enumerate(bases):
         for combo in combos:
-            if tie in ("all", "split") and any(n in ("padding", "signed_zero", "init") for n, _ in combo):
+            if tie in ("all", "split") and any(n in ("padding", "signed_zero", "init") or v == "daz" for n, v in combo):
                 continue  # mask answers come from the reference, which has no such knobs
             out.append((int(i >= REFERENCE_BASES) + len(combo), i,
                         Policy(tie, nan, nan_tie, **dict(combo))))

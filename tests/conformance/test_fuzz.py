@@ -1,5 +1,5 @@
 """--fuzz N: N hypothesis-generated cases per target (see suite/fuzz.py). A divergence that
-no expectation in scope explains (matched by behaviour, not by family) fails; hypothesis shrinks it and the minimal case is written to
+no finding in scope explains fails; hypothesis shrinks it and the minimal case is written to
 --fuzz-out as a poolgrad-cases/1 file, ready for --case-file."""
 
 import json
@@ -30,8 +30,8 @@ def test_fuzz(fuzz_target, poolgrad, request):
         case = make_case(f"fuzz-{spec.op}{spec.rank}d-{spec.dtype}-{digest:08x}", "fuzz", spec, values)
         outcomes = poolgrad.runner.pool.run_group(fuzz_target, spec, [case.input], [case.grad_output],
                                                   config.getoption("case_timeout"))
-        checked = check.check(case, fuzz_target, info.get("version") or "", outcomes, poolgrad.entries, 0.0,
-                              from_catalogue=False)
+        checked = check.check(case, fuzz_target, info.get("version") or "", outcomes, poolgrad.knowledge, 0.0,
+                              poolgrad.machine(fuzz_target.framework))
         if checked.outcome in ("fail", "behaviour_changed"):
             # Hypothesis replays the shrunk example last, so the file ends up holding it.
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,11 @@ TARGETS = [("torch", "eager", "first"), ("torch", "compile", "first"), ("tensorf
            ("tensorflow", "xla", "last"), ("jax", "eager", "all"), ("jax", "jit", "all")]
 
 
-def run_records(run_id="run-a", *, versions=None, expected_policy=None) -> list[dict]:
+TF_FINDING = {"id": "tf-tie-last", "title": "TF CPU MaxPoolGrad routes ties to the last maximum",
+              "link": "no upstream report"}
+
+
+def run_records(run_id="run-a", *, versions=None, tf_known=True) -> list[dict]:
     """One run: environment plus tie, random and injected-id cases on six targets."""
     versions = versions or synthetic.VERSIONS
     spec, x, g = synthetic.tie_case()
@@ -26,16 +30,8 @@ def run_records(run_id="run-a", *, versions=None, expected_policy=None) -> list[
     recs = [synthetic.environment(run_id, versions=versions)]
     for fw, variant, tie in TARGETS:
         common = {"framework": fw, "variant": variant, "run_id": run_id, "version": versions[fw]}
-        expected = None
-        if fw == "tensorflow":
-            policy = expected_policy or {"tie": "last", "nan": "propagate"}
-            expected = {"id": "tf-tie-last", "verdict": "policy", "policy": policy,
-                        "reason": "TF CPU MaxPoolGrad routes ties to the last maximum", "link": "https://example.org/tf"}
-        outcome = None
-        if expected and expected["policy"]["tie"] != tie:
-            outcome = "behaviour_changed"
-        recs.append(synthetic.result(TIE_ID, "ties_overlap", spec, x, g, tie=tie, expected=expected,
-                                     outcome=outcome, **common))
+        findings = [TF_FINDING] if fw == "tensorflow" and tf_known else None
+        recs.append(synthetic.result(TIE_ID, "ties_overlap", spec, x, g, tie=tie, findings=findings, **common))
         recs.append(synthetic.result("max_pool2d-k2s2-random-float32", "random", {**spec, "stride": 2}, rx, rg, **common))
         recs.append(synthetic.result("avg_pool2d-k2s2-random-float32", "random", avg, rx, rg, **common))
     recs.append(synthetic.result(XSS_ID, "ties_overlap", spec, x, g, framework="jax", variant="eager",

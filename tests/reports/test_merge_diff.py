@@ -61,15 +61,31 @@ def test_diff_of_a_run_with_itself_is_empty_and_exits_0(tmp_path, capsys):
     assert "behaviour changed: no" in capsys.readouterr().out
 
 
-def test_diff_names_an_edited_expected_policy_and_exits_1(tmp_path, capsys):
+def test_diff_of_labels_alone_lists_them_and_exits_0(tmp_path, capsys):
+    """The same arrays judged by another knowledge base: outcomes differ, behaviour does not."""
     base = write(tmp_path / "a.jsonl", run_records())
-    edited = write(tmp_path / "b.jsonl", run_records(expected_policy={"tie": "first", "nan": "propagate"}))
-    assert main(["diff", str(base), str(edited), "--json"]) == 1
+    relabelled = run_records(tf_known=False)
+    for r in relabelled:  # and a policy label the search could have chosen among coinciding ones
+        if r["record"] == "result" and r["framework"] == "jax" and r["case_id"] == TIE_ID:
+            r["policy"] = {"tie": "all", "nan": "ignore"}
+    assert main(["diff", str(base), str(write(tmp_path / "b.jsonl", relabelled)), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    changes = d["expectation_changes"]
-    assert {(c["case_id"], c["target"]) for c in changes} == {(TIE_ID, "tensorflow-eager-cpu"), (TIE_ID, "tensorflow-xla-cpu")}
-    assert changes[0]["before"].startswith("expected") and changes[0]["after"].startswith("behaviour_changed")
-    assert not d["policy_changes"] and not d["new_divergences"] and d["behaviour_changed"]
+    assert not d["behaviour_changed"] and not d["behaviour_changes"] and not d["new_divergences"]
+    changed = {(c["case_id"], c["target"]) for c in d["label_changes"]}
+    assert changed == {(TIE_ID, t) for t in ("tensorflow-eager-cpu", "tensorflow-xla-cpu", "jax-eager-cpu", "jax-jit-cpu")}
+    tf = next(c for c in d["label_changes"] if c["target"] == "tensorflow-eager-cpu")
+    assert tf["before"].endswith("expected (tf-tie-last)") and tf["after"].endswith("fail")
+
+
+def test_diff_names_moved_arrays_as_a_behaviour_change(tmp_path, capsys):
+    base = run_records()
+    new = run_records()
+    for r in new:  # tensorflow now splits ties: still a divergence, other arrays
+        if r["record"] == "result" and r["framework"] == "tensorflow" and r["case_id"] == TIE_ID:
+            r["grad_input"] = [[[[0, 1.5, 1.5], [1.5, 0, 4], [0, 0, 8]]]]
+    assert main(["diff", str(write(tmp_path / "a.jsonl", base)), str(write(tmp_path / "b.jsonl", new))]) == 1
+    out = capsys.readouterr().out
+    assert f"behaviour changes (2):\n  {TIE_ID} on tensorflow-eager-cpu" in out
 
 
 def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):

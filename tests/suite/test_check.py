@@ -1,11 +1,12 @@
-"""suite/check.py: expectations select catalogue cases by family; other cases match by
-behaviour; a listed policy is the verdict's explanation when it holds."""
+"""suite/check.py with the knowledge base: findings select by what the case is, compose, and
+never change the label a result gets."""
 
 import numpy as np
+import pytest
 
-from adapters.base import OK, Outcome, Target
+from adapters.base import ERROR, OK, Outcome, Target
 from cases import make_case
-from cases.expectations import _entry
+from cases.findings import FindingsError, Knowledge, Machine, _finding
 from reference import PoolSpec
 from suite.check import check
 from verdicts import Policy
@@ -13,10 +14,12 @@ from verdicts import Policy
 TARGET = Target("tensorflow", "eager", "cpu")
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
 TIES = np.array([[[1.0, 1.0, 2.0, 2.0, 0.0, 3.0]]])
+NANS = np.array([[[np.nan, 1.0, np.nan, np.nan, 0.0, 3.0]]])
 
 
-def _case(case_id, family):
-    return make_case(case_id, family, SPEC, TIES)
+def _case(values, case_id=None, spec=SPEC):
+    # verdicts cache a case's reference results by id: one id, one case
+    return make_case(case_id or f"user-{np.asarray(values).tobytes().hex()}", "user", spec, values)
 
 
 def _outcome(case, **policy):
@@ -24,41 +27,98 @@ def _outcome(case, **policy):
     return Outcome(OK, forward=r.forward, grad_input=r.grad_input)
 
 
-def _entries(*claims):
-    return [_entry({"id": f"e{i}", "framework": "tensorflow", "select": {"family": "ties_window"},
-                    "verdict": "policy", "policy": claim, "reason": f"claim {i}"}, i)
-            for i, claim in enumerate(claims)]
+def _kb(*entries):
+    base = {"framework": "tensorflow", "behaviour": "what it does", "source": "kernel.cc: f",
+            "link": "no upstream report"}
+    return Knowledge(_finding({"title": e["id"], **base, **e}, i) for i, e in enumerate(entries))
 
 
-def test_catalogue_case_outside_every_entrys_family_fails():
-    case = _case("max_pool1d-k2s2-ties_x-float32", "ties_x")
-    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], _entries({"tie": "last"}), 0.0)
-    assert checked.outcome == "fail"
-    assert checked.record["policy"]["tie"] == "last"
+TIE_LAST = {"id": "tie-last", "when": ["ties"], "policy": {"tie": "last"}}
+NAN_LAST = {"id": "nan-last", "when": ["nan_several"], "policy": {"nan_tie": "last"}}
 
 
-def test_listed_policy_is_the_explanation_when_it_holds():
-    case = _case("max_pool1d-k2s2-ties_window-float32-a", "ties_window")
-    # tie=last and a column-major scan agree on a 1-D case; the listed one is what the record says.
-    entries = _entries({"tie": "last", "order": "column_major"})
-    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], entries, 0.0)
+def test_a_finding_explains_a_case_by_its_properties_not_its_family():
+    case = _case(TIES, "anything at all")
+    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], _kb(TIE_LAST), 0.0)
     assert checked.outcome == "expected"
-    assert checked.record["policy"]["order"] == "column_major"
-    assert checked.record["expected"]["id"] == "e0"
+    assert [f["id"] for f in checked.record["findings"]] == ["tie-last"]
 
 
-def test_listed_policy_that_no_longer_holds_is_behaviour_changed():
-    case = _case("max_pool1d-k2s2-ties_window-float32-b", "ties_window")
-    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="all")], _entries({"tie": "last"}), 0.0)
+def test_a_divergence_with_no_finding_in_scope_fails():
+    case = _case(TIES)
+    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], _kb(NAN_LAST), 0.0)
+    assert checked.outcome == "fail" and checked.record["findings"] == []
+
+
+def test_a_finding_in_scope_that_does_not_explain_is_behaviour_changed():
+    case = _case(TIES)
+    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="all")], _kb(TIE_LAST), 0.0)
     assert checked.outcome == "behaviour_changed"
-    assert "expected policy" in checked.message and checked.record["policy"]["tie"] == "all"
+    assert "tie-last" in checked.message and checked.record["contradicts"] == ["tie-last"]
 
 
-def test_case_from_a_file_or_fuzzing_matches_the_first_entry_whose_claim_holds():
-    case = _case("user-ties", "user")
-    entries = _entries({"tie": "all"}, {"tie": "last"})
-    checked = check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], entries, 0.0, from_catalogue=False)
-    assert checked.outcome == "expected" and checked.record["expected"]["id"] == "e1"
-    unexplained = check(case, TARGET, "2.21.0", [_outcome(case, tie="split")], entries, 0.0,
-                        from_catalogue=False)
-    assert unexplained.outcome == "fail" and unexplained.record["expected"] is None
+def test_findings_in_scope_compose():
+    """A window with ties and several NaNs: neither finding alone explains the routing."""
+    both = np.array([[[np.nan, np.nan, 2.0, 2.0, 0.0, 3.0]]])
+    case = _case(both)
+    nan_first = {"id": "nan-first", "when": ["nan_several"], "policy": {"nan_tie": "first"}}
+    outcome = _outcome(case, tie="last", nan_tie="first")
+    assert check(case, TARGET, "2.21.0", [outcome], _kb(TIE_LAST), 0.0).outcome == "behaviour_changed"
+    assert check(case, TARGET, "2.21.0", [outcome], _kb(nan_first), 0.0).outcome == "behaviour_changed"
+    checked = check(case, TARGET, "2.21.0", [outcome], _kb(TIE_LAST, nan_first), 0.0)
+    assert checked.outcome == "expected"
+    assert {f["id"] for f in checked.record["findings"]} == {"tie-last", "nan-first"}
+
+
+def test_the_label_is_the_same_with_and_without_findings():
+    case = _case(NANS)
+    outcome = _outcome(case, nan_tie="last")
+    with_kb = check(case, TARGET, "2.21.0", [outcome], _kb(NAN_LAST), 0.0).record
+    without = check(case, TARGET, "2.21.0", [outcome], _kb(), 0.0).record
+    assert (with_kb["verdict"], with_kb["policy"], with_kb["forward_policy"]) == \
+           (without["verdict"], without["policy"], without["forward_policy"])
+    assert with_kb["outcome"] == "expected" and without["outcome"] == "fail"
+
+
+def test_a_conforming_result_passes_and_names_the_finding_it_contradicts():
+    case = _case(TIES)
+    checked = check(case, TARGET, "2.21.0", [_outcome(case)], _kb(TIE_LAST), 0.0)
+    assert checked.outcome == "pass" and checked.record["contradicts"] == ["tie-last"]
+    # where the claim coincides with canonical (no ties), nothing is contradicted
+    plain = _case(np.array([[[1.0, 2.0, 3.0, 0.0]]]))
+    assert check(plain, TARGET, "2.21.0", [_outcome(plain)], _kb(TIE_LAST), 0.0).record["contradicts"] == []
+
+
+def test_error_claims_match_type_and_message():
+    case = _case(TIES)
+    kb = _kb({"id": "no-kernel", "verdict": "error",
+              "error": {"type": ["NotFoundError", "InvalidArgumentError"], "message": "DT_HALF"}})
+    hit = Outcome(ERROR, message="NotFoundError: Could not find device for node MaxPool3D[T=DT_HALF]")
+    other = Outcome(ERROR, message="NotFoundError: something else")
+    assert check(case, TARGET, "2.21.0", [hit], kb, 0.0).outcome == "expected"
+    assert check(case, TARGET, "2.21.0", [other], kb, 0.0).outcome == "behaviour_changed"
+    assert check(case, TARGET, "2.21.0", [other], kb, 0.0).record["framework_message"].startswith("NotFoundError")
+
+
+def test_scope_by_release_variant_and_machine():
+    case = _case(TIES)
+    outcome = [_outcome(case, tie="last")]
+    isa = _kb({**TIE_LAST, "onednn_isa": ["avx512_bf16"], "variants": ["eager"]})
+    with_bf16 = Machine(frozenset({"avx2", "avx512f", "avx512_bf16"}))
+    assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, with_bf16).outcome == "expected"
+    assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, Machine(frozenset({"avx2"}))).outcome == "fail"
+    capped = Machine(frozenset({"avx2", "avx512f", "avx512_bf16"}), frozenset({"avx2"}))
+    assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, capped).outcome == "fail"
+    assert check(case, Target("tensorflow", "xla", "cpu"), "2.21.0", outcome, isa, 0.0, with_bf16).outcome == "fail"
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"id": "x", "when": ["several_nans"], "policy": {"tie": "last"}}, "when"),
+    ({"id": "x", "policy": {"tie_rule": "last"}}, "policy"),
+    ({"id": "x"}, "verdict"),
+    ({"id": "x", "policy": {"tie": "last"}, "link": "see the forum"}, "link"),
+    ({"id": "x", "verdict": "error", "error": {"type": "E", "message": "("}}, "error.message"),
+])
+def test_a_bad_finding_is_refused_naming_the_field(entry, field):
+    with pytest.raises(FindingsError, match=field):
+        _kb(entry)

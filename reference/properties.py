@@ -1,0 +1,150 @@
+"""Properties of a case, computed from its spec and input: what a finding's scope selects on.
+
+A finding says *when* a kernel departs from the spec in terms of the case itself ("a window
+with several NaNs", "a window whose real elements are all -inf and that touches padding"),
+never in terms of catalogue families or case ids, so it judges a user's case, a fuzzed case
+and the catalogue's alike. Every property is about the windows the spec reads (padding and
+ceil_mode overhang are never real elements) or about the input's values; the names and their
+meaning are the table in SPEC.md ("Case properties").
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+
+from .dtypes import work_dtype
+from .geometry import resolve, same_padding
+from .spec import PoolSpec
+from .taps import TapPlan
+
+PROPERTIES = {
+    "nan": "a window holds a NaN",
+    "nan_several": "a window holds two or more NaNs",
+    "nan_with_number": "a window holds a NaN and a number",
+    "nan_only": "a window's real elements are all NaN",
+    "ties": "a window's largest number occurs more than once",
+    "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
+    "infinite_max": "a window's largest number is +inf or -inf",
+    "signed_zero_tie": "a window's largest number is zero and it holds both -0.0 and +0.0",
+    "subnormal": "the input holds a subnormal value",
+    "neginf_window": "a window's real elements are all -inf",
+    "no_finite_window": "a window holds no finite number (its real elements are all -inf or NaN)",
+    "neginf_window_at_padding": "a window's real elements are all -inf and it reads padding",
+    "neginf_window_after_padding": "a window's real elements are all -inf and its first tap (window order) is padding",
+    "padding": "a window reads padding",
+    "padding_could_win": "a window reads padding and its largest real element is negative or -0.0 (a zero pad would win or tie)",
+    "empty_window": "a window has no real element",
+    "ceil_overhang": "a ceil_mode window reaches past the padded input",
+    "zero_window": "a window's real elements are all zero",
+    "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
+    "dilation": "the windows are dilated",
+    "explicit_padding": "the padding is neither none (VALID) nor what TensorFlow's SAME rule adds for this input",
+    "empty": "the input has no elements",
+    "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
+    "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
+    "non_overlapping": "sliding windows that neither overlap nor leave gaps (stride = kernel, no dilation)",
+}
+
+
+def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
+    """The names of PROPERTIES that hold for ``x`` (N, C, *spatial) under ``spec``."""
+    found = set()
+    if x.size == 0:
+        found.add("empty")
+    if spec.dilation is not None and any(d > 1 for d in np.atleast_1d(spec.dilation)):
+        found.add("dilation")
+    if spec.kernel_size is not None and not spec.is_adaptive:
+        kernel = np.atleast_1d(spec.kernel_size)
+        stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
+        if np.all(stride == kernel) and "dilation" not in found:
+            found.add("non_overlapping")
+    xf = x.astype(np.float64)
+    tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
+    if ((np.abs(xf) < tiny) & (xf != 0)).any():
+        found.add("subnormal")
+    geom = resolve(spec, x.shape)
+    if geom.pads is not None and any(p != (0, 0) for p in geom.pads) and geom.pads != tuple(
+            same_padding(a.length, k, s, d) for a, k, s, d in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation)):
+        found.add("explicit_padding")
+    if int(np.prod([a.taps for a in geom.axes])) > 25:
+        found.add("taps_over_25")
+    if spec.is_adaptive and any(a.length % a.out for a in geom.axes if a.out):
+        found.add("uneven_bins")
+    if any(bool((a.in_window & ~a.in_padded).any()) for a in geom.axes):
+        found.add("ceil_overhang")
+    if x.size == 0:
+        return frozenset(found)
+    plan = TapPlan(geom)
+    xw = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
+    out = plan.out_shape(xw)
+    zeros = lambda: np.zeros(out, dtype=np.int64)  # noqa: E731
+    n_real, n_nan, n_neginf, n_zero, n_pos0, n_neg0, n_max = (zeros() for _ in range(7))
+    n_finite = zeros()
+    power_sum = np.zeros(out)
+    top = np.full(out, -np.inf)
+    reads_padding = np.zeros(geom.out_shape, dtype=bool)
+    leads_padding, seen = np.zeros(geom.out_shape, dtype=bool), np.zeros(geom.out_shape, dtype=bool)
+    for padded, (index, valid) in zip(_padding_taps(geom), plan.taps):
+        v = xw[index]
+        real = np.ones(out, dtype=bool) if valid is None else np.broadcast_to(valid, out)
+        reads_padding |= padded
+        leads_padding |= ~seen & padded
+        seen |= padded | (True if valid is None else valid)
+        n_real += real
+        n_nan += real & np.isnan(v)
+        n_neginf += real & np.isneginf(v)
+        n_finite += real & np.isfinite(v)
+        if spec.op == "lp_pool":
+            with np.errstate(over="ignore", invalid="ignore"):
+                power_sum += np.where(real, np.abs(v.astype(np.float64)) ** float(spec.norm_type), 0.0)
+        n_zero += real & (v == 0)
+        n_pos0 += real & (v == 0) & ~np.signbit(v)
+        n_neg0 += real & (v == 0) & np.signbit(v)
+        np.copyto(top, np.fmax(top, v), where=real & ~np.isnan(v))
+    for index, valid in plan.taps:
+        v = xw[index]
+        real = True if valid is None else valid
+        n_max += real & (v == top)
+    has_real = n_real > 0
+    flags = {
+        "nan": n_nan > 0,
+        "nan_several": n_nan > 1,
+        "nan_with_number": (n_nan > 0) & (n_nan < n_real),
+        "nan_only": has_real & (n_nan == n_real),
+        "ties": (n_max > 1) & (n_nan < n_real),
+        "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
+    "infinite_max": (n_nan < n_real) & np.isinf(top),
+        "signed_zero_tie": (top == 0) & (n_pos0 > 0) & (n_neg0 > 0),
+        "neginf_window": has_real & (n_neginf == n_real),
+        "no_finite_window": has_real & (n_finite == 0) & (n_nan + n_neginf == n_real),
+        "neginf_window_at_padding": has_real & (n_neginf == n_real) & reads_padding,
+        "neginf_window_after_padding": has_real & (n_neginf == n_real) & leads_padding,
+        "padding": np.broadcast_to(reads_padding, out),
+        "padding_could_win": reads_padding & has_real & ((top < 0) | ((top == 0) & (n_pos0 == 0))),
+        "empty_window": ~has_real,
+        "zero_window": has_real & (n_zero == n_real),
+        "power_sum_overflows": power_sum > float(ml_dtypes.finfo(x.dtype).max),
+    }
+    found.update(name for name, hit in flags.items() if np.any(hit))
+    if "subnormal" in found and "ties" not in found:
+        flushed = np.where((np.abs(xf) < tiny) & (xf != 0), np.copysign(0.0, xf), xf).astype(x.dtype)
+        if "ties" in case_properties(spec, flushed):
+            found.add("ties_if_flushed")
+    elif "ties" in found:
+        found.add("ties_if_flushed")
+    return frozenset(found)
+
+
+def _padding_taps(geom):
+    """Per tap, the windows in which it reads padding (inside the padded input, outside the
+    input), as an out_shape bool array."""
+    for combo in itertools.product(*(range(a.taps) for a in geom.axes)):
+        inside = np.ones((), dtype=bool)
+        real = np.ones((), dtype=bool)
+        for a, t in zip(geom.axes, combo):
+            inside = np.multiply.outer(inside, a.in_window[:, t] & a.in_padded[:, t])
+            real = np.multiply.outer(real, a.in_input[:, t])
+        yield inside & ~real

@@ -1,0 +1,61 @@
+"""A results record back into the case and the outcome it recorded, and judged again with
+the knowledge base, exactly as the run judges (suite.check): what the release lanes' history
+and ``characterize`` do with results files."""
+
+from __future__ import annotations
+
+import re
+
+from adapters.base import OK, Outcome, Target
+from cases import make_case
+from cases.findings import Judgement, Knowledge, Machine
+from reference import PoolSpec, output_shape
+from reports.records import decode_array
+
+from .check import check
+
+RAN = ("conforms", "policy", "inconsistent", "wrong", "nondeterministic")
+# Results written before the knowledge base kept a known failure's text only in the
+# expectation's reason: "... observed with <framework> <version> on <device>: <message>".
+_OLD_REASON = re.compile(r"observed with \S+ \S+ on \S+: (.*)", re.S)
+
+
+def case_of(rec: dict):
+    spec = PoolSpec.from_dict(rec["spec"])
+    x, g = decode_array(rec["input"], rec["dtype"]), decode_array(rec["grad_output"], rec["dtype"])
+    if x.size == 0:  # an empty list has no shape: the record's, or (older results) the call's
+        shape = rec.get("shape") or [0, 1, *rec["call_shape"][2:]]
+        x = x.reshape(shape)
+        g = g.reshape(shape[:2] + list(output_shape(spec, shape)[2:]))
+    return make_case(rec["case_id"], rec["family"], spec, x, g)
+
+
+def outcome_of(rec: dict, case) -> Outcome:
+    if rec["verdict"] in RAN:
+        def arr(key, shape):
+            a = decode_array(rec[key], rec["dtype"])
+            return a.reshape(shape) if a.size == 0 else a
+        return Outcome(OK, forward=arr("forward", output_shape(case.spec, case.input.shape)),
+                       grad_input=arr("grad_input", case.input.shape), info={"call_shape": rec.get("call_shape")})
+    return Outcome(rec["verdict"], message=framework_message(rec), info={"call_shape": rec.get("call_shape")})
+
+
+def framework_message(rec: dict) -> str:
+    """The framework's own message of a failed result."""
+    if rec.get("framework_message"):
+        return rec["framework_message"]
+    old = _OLD_REASON.search((rec.get("expected") or {}).get("reason") or "")
+    if old:
+        return old.group(1)
+    message = rec["message"]
+    prefix = f"{rec['verdict']}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
+def judge_record(rec: dict, knowledge: Knowledge, env: dict) -> Judgement:
+    """The judgement of a recorded result on the machine ``env`` (an environment record)."""
+    case = case_of(rec)
+    target = Target(rec["framework"], rec["variant"], rec["device"])
+    machine = Machine.from_environment(env)
+    return check(case, target, rec["framework_version"], [outcome_of(rec, case)], knowledge, 0.0,
+                 machine).judgement
