@@ -25,6 +25,7 @@ PROPERTIES = {
     "nan_several": "a window holds two or more NaNs",
     "nan_with_number": "a window holds a NaN and a number",
     "nan_only": "a window's real elements are all NaN",
+    "nan_not_first": "a window holds a NaN that is not its first real element",
     "ties": "a window's largest number occurs more than once",
     "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
     "infinite_max": "a window's largest number is +inf or -inf",
@@ -41,6 +42,8 @@ PROPERTIES = {
     "zero_window": "a window's real elements are all zero",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
     "dilation": "the windows are dilated",
+    "excludes_padding": "avg_pool with count_include_pad false: the divisor counts real elements only",
+    "divisor_override": "avg_pool with a divisor_override",
     "explicit_padding": "the padding is neither none (VALID) nor what TensorFlow's SAME rule adds for this input",
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
@@ -56,6 +59,10 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("empty")
     if spec.dilation is not None and any(d > 1 for d in np.atleast_1d(spec.dilation)):
         found.add("dilation")
+    if spec.op == "avg_pool" and not spec.count_include_pad:
+        found.add("excludes_padding")
+    if spec.op == "avg_pool" and spec.divisor_override is not None:
+        found.add("divisor_override")
     if spec.kernel_size is not None and not spec.is_adaptive:
         kernel = np.atleast_1d(spec.kernel_size)
         stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
@@ -83,6 +90,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
     zeros = lambda: np.zeros(out, dtype=np.int64)  # noqa: E731
     n_real, n_nan, n_neginf, n_zero, n_pos0, n_neg0, n_max = (zeros() for _ in range(7))
     n_finite = zeros()
+    nan_late = np.zeros(out, dtype=bool)
     power_sum = np.zeros(out)
     top = np.full(out, -np.inf)
     reads_padding = np.zeros(geom.out_shape, dtype=bool)
@@ -93,6 +101,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         reads_padding |= padded
         leads_padding |= ~seen & padded
         seen |= padded | (True if valid is None else valid)
+        nan_late |= real & np.isnan(v) & (n_real > 0)
         n_real += real
         n_nan += real & np.isnan(v)
         n_neginf += real & np.isneginf(v)
@@ -114,6 +123,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         "nan_several": n_nan > 1,
         "nan_with_number": (n_nan > 0) & (n_nan < n_real),
         "nan_only": has_real & (n_nan == n_real),
+        "nan_not_first": nan_late,
         "ties": (n_max > 1) & (n_nan < n_real),
         "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
     "infinite_max": (n_nan < n_real) & np.isinf(top),

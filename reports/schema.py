@@ -38,11 +38,12 @@ RESULT_FIELDS = {
     "expected": (_DICT, _NONE), "outcome": _STR,
     **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
-    "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE), "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
+    "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE),
+    "call_properties": (_LIST, _NONE), "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
 }
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
-                      "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "duration_s",
+                      "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "call_properties", "duration_s",
                       "call_shape"})
 
 

@@ -20,8 +20,8 @@ from reference import CANONICAL
 from reports.records import read_results
 
 from .machine import record as machine_record
+from .check import case_properties
 from .replay import case_of, framework_message, judge_record
-from verdicts.case import case_for
 
 UNEXPLAINED = ("fail", "behaviour_changed")
 
@@ -58,8 +58,7 @@ def propose(envs: list[dict], results: list[dict], knowledge) -> tuple[list[dict
     for (framework, claim), members in sorted(groups.items(), key=lambda g: (g[0][0], -len(g[1]))):
         props = None
         for rec, _ in members:
-            case = case_of(rec)
-            p = case_for(case.spec, case.input, case.grad_output, case.id).properties()
+            p = case_properties(case_of(rec))
             props = p if props is None else props & p
         recs = [r for r, _ in members]
         proposals.append({

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 import verdicts
 from adapters.base import OK, Outcome, Target
 from cases.findings import Judgement, Knowledge, Machine
+from reference.properties import case_properties as properties_of
 from reports.records import encode_array
 from verdicts.case import case_for
 from verdicts.compare import identical
@@ -41,10 +43,14 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
 
     candidates = knowledge.for_target(target.framework, target.variant, target.device, version or "", machine)
-    properties = ref.properties() if candidates else frozenset()
+    properties = case_properties(case)
+    # What the other cases of the framework call were, for kernels that write across cases; a
+    # replayed record brings them along (call_properties).
+    others = frozenset(first.info.get("call_properties") or ()).union(
+        *(case_properties(m) for m in first.info.get("call_members") or () if m is not case))
     call = first.info.get("call_shape") or case.input.shape
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
-                        int(np.prod(call)), lambda: call_properties(first.info.get("call_members") or [case]))
+                        int(np.prod(call)), lambda: properties | others)
     observed = v.verdict + (f" ({_policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
     if j.outcome == "expected":
         message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
@@ -56,15 +62,15 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
         message = v.message
     else:
         message = f"{observed}: {v.message}"
-    return Checked(j.outcome, message, _record(case, target, version, first, v, j, message, duration_s), j)
+    record = _record(case, target, version, first, v, j, message, duration_s)
+    record["call_properties"] = sorted(others - properties)
+    return Checked(j.outcome, message, record, j)
 
 
-def call_properties(members) -> frozenset[str]:
-    """The properties of every case of one framework call, united."""
-    out = frozenset()
-    for m in members:
-        out |= case_for(m.spec, m.input, m.grad_output, m.id).properties()
-    return out
+@functools.lru_cache(maxsize=4096)
+def case_properties(case) -> frozenset[str]:
+    """The case's properties (reference/properties.py), once per case (cases hash by identity)."""
+    return properties_of(case.spec, case.input)
 
 
 def _policy_text(p: dict) -> str:

@@ -36,8 +36,12 @@ def outcome_of(rec: dict, case) -> Outcome:
             a = decode_array(rec[key], rec["dtype"])
             return a.reshape(shape) if a.size == 0 else a
         return Outcome(OK, forward=arr("forward", output_shape(case.spec, case.input.shape)),
-                       grad_input=arr("grad_input", case.input.shape), info={"call_shape": rec.get("call_shape")})
-    return Outcome(rec["verdict"], message=framework_message(rec), info={"call_shape": rec.get("call_shape")})
+                       grad_input=arr("grad_input", case.input.shape), info=_call(rec))
+    return Outcome(rec["verdict"], message=framework_message(rec), info=_call(rec))
+
+
+def _call(rec: dict) -> dict:
+    return {"call_shape": rec.get("call_shape"), "call_properties": rec.get("call_properties") or ()}
 
 
 def framework_message(rec: dict) -> str:

@@ -8,7 +8,6 @@ import collections
 import numpy as np
 
 import reference
-from reference.properties import case_properties
 
 from .extended_policies import Policy, Result, candidates, features
 
@@ -25,7 +24,6 @@ class Case:
         self._results: dict[Policy, Result] = {}
         self._candidates: list[Policy] | None = None
         self._magnitude = None
-        self._properties = None
 
     def result(self, policy: Policy) -> Result:
         if policy not in self._results:
@@ -36,12 +34,6 @@ class Case:
         if self._candidates is None:
             self._candidates = candidates(features(self.spec, self.x))
         return self._candidates
-
-    def properties(self) -> frozenset[str]:
-        """The case properties findings select on (reference/properties.py)."""
-        if self._properties is None:
-            self._properties = case_properties(self.spec, self.x)
-        return self._properties
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         """Forward and gradient of |x| and |grad_output|: the size of the terms each output

@@ -1,0 +1,66 @@
+"""The knowledge base as data: every finding is written knowledge (no generated text, no machine
+paths, a link or "no upstream report"), its scope names real targets and properties, the
+semantics table is generated from it, and version ranges come from the measured history."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from adapters.registry import FRAMEWORKS
+from cases import findings, semantics
+from cases.history import version_range
+
+ROOT = Path(__file__).parents[2]
+KB = findings.load()
+
+
+@pytest.mark.parametrize("finding", KB, ids=lambda f: f.id)
+def test_a_finding_is_written_knowledge(finding):
+    text = " ".join((finding.title, finding.behaviour, finding.source, finding.since))
+    assert not re.search(r"observed with \w+ \d|(^|[\s\"(])/(work|tmp|root|home)/|site-packages", text)
+    assert "TODO" not in text and len(finding.behaviour) > 80
+    assert finding.link == findings.NO_UPSTREAM or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$",
+                                                          finding.link)
+    fw = FRAMEWORKS[finding.framework]
+    assert all(any(re.fullmatch(p.replace("*", ".*"), v) for v in fw.variants) for p in finding.variants)
+
+
+def test_the_knowledge_base_is_curated_not_a_dump():
+    assert 25 <= len(KB) <= 80
+    assert len({(f.framework, f.title) for f in KB}) == len(KB)
+
+
+def test_the_committed_semantics_table_is_generated_from_the_knowledge_base():
+    committed = (ROOT / "docs" / "SEMANTICS.md").read_text()
+    assert committed == semantics.markdown(KB), "run: python -m cases.semantics -o docs/SEMANTICS.md"
+
+
+def _history(per_release):
+    lanes = [{"lane": f"torch-{v}", "framework": "torch", "version": v} for v in per_release]
+    return {"format": "poolgrad-history/1", "lanes": lanes,
+            "findings": {"f": {f"torch-{v}": c for v, c in per_release.items()}}}
+
+
+@pytest.mark.parametrize("per_release, expected", [
+    ({"2.10.0": [0, 3], "2.11.0": [4, 0], "2.13.0": [4, 0]}, ">=2.11.0"),
+    ({"2.11.0": [4, 0], "2.13.0": [4, 0], "2.14.1": [0, 5]}, "<2.14.1"),
+    ({"2.10.0": [0, 1], "2.12.1": [2, 0], "2.15.0": [0, 2]}, ">=2.12.1,<2.15.0"),
+    ({"2.11.0": [4, 0], "2.13.0": [4, 0]}, ""),          # holds at both edges: open
+    ({"2.11.0": [0, 0], "2.13.0": [4, 0]}, ""),          # not seen is not a contradiction
+    ({"2.11.0": [0, 3]}, ""),                             # never held: no range to draw
+])
+def test_version_range_is_bounded_only_where_a_measured_release_contradicts(per_release, expected):
+    assert version_range(_history(per_release), "f") == expected
+
+
+def test_loaded_findings_carry_their_measured_range(tmp_path):
+    hist = _history({"2.10.0": [0, 2], "2.13.0": [5, 0]})
+    hist["findings"] = {"torch-cpu-max-last-nan-wins": hist["findings"]["f"]}
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(hist))
+    kb = findings.load(history=path)
+    f = next(f for f in kb if f.id == "torch-cpu-max-last-nan-wins")
+    assert str(f.versions) == ">=2.13.0"
+    assert not findings.version_in(str(f.versions), "2.10.0+cpu") and findings.version_in(str(f.versions), "2.14.1")

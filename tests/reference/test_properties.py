@@ -1,0 +1,53 @@
+"""reference/properties.py: the case properties findings select on, one worked case each, and
+the SPEC.md table that names them."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reference import PoolSpec
+from reference.properties import PROPERTIES, case_properties
+
+NAN, INF = np.nan, np.inf
+K2 = {"op": "max_pool1d", "kernel_size": 2, "stride": 2}
+K3P1 = {"op": "max_pool1d", "kernel_size": 3, "stride": 2, "padding": 1}
+
+
+def props(spec, values, dtype="float32"):
+    return case_properties(PoolSpec.from_dict({**spec, "dtype": dtype}), np.array(values, dtype=dtype))
+
+
+@pytest.mark.parametrize("spec, values, present, absent", [
+    (K2, [[[1, NAN, 2, 3]]], {"nan", "nan_with_number"}, {"nan_several", "nan_only", "ties"}),
+    (K2, [[[NAN, NAN, 2, 3]]], {"nan", "nan_several", "nan_only", "no_finite_window"}, {"nan_with_number"}),
+    (K2, [[[2, 2, 1, 3]]], {"ties", "ties_if_flushed"}, {"signed_zero_tie", "nan"}),
+    (K2, [[[-0.0, 0.0, 1, 3]]], {"ties", "signed_zero_tie", "zero_window"}, set()),
+    (K2, [[[INF, 1, 2, 3]]], {"infinite_max"}, {"ties"}),
+    (K2, [[[1e-40, 2e-40, 1, 3]]], {"subnormal", "ties_if_flushed"}, {"ties"}),
+    (K3P1, [[[-INF, -INF, 1, 2, 3]]], {"neginf_window", "neginf_window_at_padding", "neginf_window_after_padding",
+                                        "padding", "padding_could_win"}, {"explicit_padding"}),
+    (K3P1, [[[1, 2, 3, -INF, -INF]]], {"neginf_window_at_padding"}, {"neginf_window_after_padding"}),
+    ({**K3P1, "padding": [[0, 2]]}, [[[1, 2, 3, 4, 5]]], {"explicit_padding", "padding"}, {"padding_could_win"}),
+    ({**K2, "ceil_mode": True}, [[[1, 2, 3]]], {"ceil_overhang", "non_overlapping"}, {"padding"}),
+    ({**K2, "kernel_size": 2, "stride": 1, "dilation": 2}, [[[1, 2, 3]]], {"dilation"}, {"non_overlapping"}),
+    ({"op": "max_pool3d", "kernel_size": 3, "stride": 1}, np.ones((1, 1, 3, 3, 3)), {"taps_over_25"}, set()),
+    ({"op": "adaptive_max_pool1d", "output_size": 3}, [[[1, 2, 3, 4, 5]]], {"uneven_bins"}, {"non_overlapping"}),
+    ({"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}, [[[40, 40, 1, 1]]], set(), {"power_sum_overflows"}),
+    (K2, np.zeros((0, 1, 4)), {"empty", "non_overlapping"}, {"ties"}),
+])
+def test_property_holds_exactly_where_the_case_has_it(spec, values, present, absent):
+    found = props(spec, values)
+    assert present <= found and not (absent & found), sorted(found)
+
+
+def test_power_sum_overflows_in_the_cases_dtype():
+    spec = {"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}
+    assert "power_sum_overflows" in props(spec, [[[40, 40, 1, 1]]], dtype="float16")
+    assert "power_sum_overflows" not in props(spec, [[[40, 40, 1, 1]]], dtype="float32")
+
+
+def test_every_property_is_in_the_spec():
+    spec = (Path(__file__).parents[2] / "SPEC.md").read_text()
+    for name, meaning in PROPERTIES.items():
+        assert f"| `{name}` | {meaning} |" in spec, name

@@ -1,0 +1,74 @@
+"""The tools around the knowledge base: a results file judged again (replay) agrees with the
+run, characterize proposes findings for what nothing explains, the lanes' history counts per
+finding and release, and the machine's oneDNN ISA cap is what findings scope on."""
+
+import numpy as np
+
+from adapters.base import OK, Outcome, Target
+from cases import make_case
+from cases.findings import Knowledge, Machine, _finding, onednn_cap
+from reference import PoolSpec
+from reports import synthetic
+from reports.records import read_results, write_record
+from suite.characterize import propose
+from suite.check import check
+from suite.history import build
+from suite.replay import judge_record
+from verdicts import Policy
+
+TARGET = Target("torch", "eager", "cpu")
+SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
+NAN_LAST = {"id": "last-nan", "title": "last NaN", "framework": "torch", "when": ["nan_several"],
+            "policy": {"nan_tie": "last"}, "behaviour": "what it does", "source": "kernel.cc: f",
+            "link": "no upstream report"}
+MACHINE = {"cpu": "test", "cpu_features": ["avx2"], "onednn_max_cpu_isa": None}
+
+
+def _run(path, version, knowledge, policy):
+    """A results file as a run writes it: cases with several NaNs and plain ones, the framework
+    following ``policy``."""
+    cases = [make_case(f"c{i}-{version}", "user", SPEC, np.array([[v]], dtype=np.float32)) for i, v in enumerate((
+        [np.nan, np.nan, 1, 2], [1, 2, np.nan, np.nan], [1, 2, 3, 4]))]
+    with open(path, "w") as fh:
+        for case in cases:
+            r = Policy(**policy).evaluate(case.spec, case.input, case.grad_output)
+            outcome = Outcome(OK, forward=r.forward, grad_input=r.grad_input, info={"call_shape": [1, 1, 4]})
+            write_record(fh, {**check(case, TARGET, version, [outcome], knowledge, 0.0).record, "run_id": "r"})
+        write_record(fh, {**synthetic.environment("r", versions={"torch": version}), **MACHINE})
+    return path
+
+
+def test_replaying_a_results_file_judges_as_the_run_did(tmp_path):
+    kb = Knowledge([_finding(NAN_LAST, 0)])
+    envs, results = read_results(_run(tmp_path / "r.jsonl", "2.13.0", kb, {"nan_tie": "last"}))
+    for rec in results:
+        j = judge_record(rec, kb, envs[0])
+        assert j.outcome == rec["outcome"] and [f.id for f in j.explained_by] == [f["id"] for f in rec["findings"]]
+
+
+def test_characterize_proposes_a_finding_for_what_nothing_explains(tmp_path):
+    envs, results = read_results(_run(tmp_path / "r.jsonl", "2.13.0", Knowledge(), {"nan_tie": "last"}))
+    proposals, contradicted = propose(envs, results, Knowledge())
+    assert len(proposals) == 1 and not contradicted
+    p = proposals[0]
+    assert p["framework"] == "torch" and p["results"] == 2 and "nan_several" in p["when"]
+    assert p["claim"][0] == "policy"
+    assert propose(envs, results, Knowledge([_finding(NAN_LAST, 0)]))[0] == []
+
+
+def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it(tmp_path):
+    kb = Knowledge([_finding(NAN_LAST, 0)])
+    old = _run(tmp_path / "old.jsonl", "2.11.0", kb, {})                     # fixed: canonical
+    new = _run(tmp_path / "new.jsonl", "2.13.0", kb, {"nan_tie": "last"})
+    hist = build([old, new], kb, MACHINE)
+    assert [lane["lane"] for lane in hist["lanes"]] == ["torch-2.11.0", "torch-2.13.0"]
+    assert hist["findings"]["last-nan"] == {"torch-2.11.0": [0, 2], "torch-2.13.0": [2, 0]}
+
+
+def test_onednn_isa_cap_limits_the_features_findings_see():
+    features = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})
+    assert Machine(features, onednn_cap("AVX512_CORE")).onednn_isa("tensorflow") == {"avx2", "avx512f"}
+    assert "avx512_bf16" in Machine(features, onednn_cap("AVX512_CORE_BF16")).onednn_isa("tensorflow")
+    assert Machine(features, onednn_cap("AVX2")).onednn_isa("tensorflow") == {"avx2"}
+    assert Machine(features, None, frozenset({("tensorflow", False)})).onednn_isa("tensorflow") == frozenset()
+    assert onednn_cap("DEFAULT") is None
