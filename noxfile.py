@@ -17,6 +17,7 @@ building it writes nothing (build/, *.egg-info) into the working tree.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -84,6 +85,14 @@ def lane(session: nox.Session, lane: str) -> None:
         env=env,
         success_codes=[0, 1],
     )
+    # Exit 1 also covers collection errors: insist on records for every variant and the
+    # closing environment record.
+    with open(results) as f:
+        records = [json.loads(line) for line in f]
+    missing = set(variants.split(",")) - {r.get("variant") for r in records}
+    if not records or records[-1].get("record") != "environment" or missing:
+        session.error(f"{results} is incomplete: no records for {sorted(missing)} or no environment record")
+    session.log(f"{results}: {len(records) - 1} result records")
 
 
 def _poolgrad_copy(session: nox.Session) -> str:

@@ -2,8 +2,9 @@
 
 JAX has no pooling API of its own (flax.linen's pools are thin wrappers over the same call):
 max is ``reduce_window(max, -inf)``, avg is ``reduce_window(add, 0)`` divided by a count the
-user computes, lp is a power sum. Window geometry (pads, output size, counts) comes from
-reference.geometry; what JAX computes from it — forward values and the VJP — is returned as is.
+user computes (a reduce_window sum over ones), lp is a power sum. The spec's padding is
+translated into reduce_window's pads (reference.geometry resolves SAME and ceil_mode's extra
+pad); every value — divisors, scales, forward and VJP — is JAX's own and returned as is.
 
 Variants: ``eager`` calls the function directly (JAX still compiles each primitive on its
 own); ``jit`` traces pooling + VJP once per (spec, shape) and reuses the compiled function.
@@ -15,10 +16,11 @@ import functools
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from reference.geometry import resolve, window_volume
+from reference.geometry import resolve
 
 from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Adapter, Outcome
 
@@ -61,23 +63,34 @@ def _pool_fn(spec, shape, dtype):
     geom = resolve(spec, shape)
     kernel, stride, dilation, pads = _reduce_window_args(spec, geom, shape[2:])
 
-    def window(x, init, op):
+    def window(x, init, op, window_pads=pads):
         return lax.reduce_window(x, np.asarray(init, x.dtype), op, (1, 1, *kernel), (1, 1, *stride),
-                                 ((0, 0), (0, 0), *pads), window_dilation=(1, 1, *dilation))
+                                 ((0, 0), (0, 0), *window_pads), window_dilation=(1, 1, *dilation))
 
-    # Divisors and scales are constants of the geometry, in the case dtype, as a user writes them.
     if spec.is_max:
         return lambda x: window(x, -np.inf, lax.max)
+
+    def counts(include_pad):
+        """How many elements each window sums, counted by JAX the way users count them: a
+        reduce_window sum over ones, the spec's padding counted as ones when it is included
+        (the ceil_mode overhang beyond it never is)."""
+        ones = np.ones((1, 1, *shape[2:]), dtype)
+        if not include_pad:
+            return window(ones, 0, lax.add)
+        spec_pads = geom.pads or ((0, 0),) * len(kernel)
+        padded = jnp.pad(ones, ((0, 0), (0, 0), *spec_pads), constant_values=1)
+        overhang = tuple((0, r - a) for (_, r), (_, a) in zip(pads, spec_pads))
+        return window(padded, 0, lax.add, tuple((0, max(o, 0)) for _, o in overhang))
+
     if spec.op == "lp_pool":
         # PyTorch's definition: a ceil_mode window clipped at the edge is scaled by K / count.
-        scale = np.asarray(window_volume(geom) / geom.window_counts("in_padded"), dtype)
         p = spec.norm_type
-        return lambda x: (window(x ** p, 0, lax.add) * scale) ** (1.0 / p)
+        scale = float(np.prod(kernel)) / counts(True)
+        return lambda x: (window(x ** p, 0, lax.add) * scale.astype(x.dtype)) ** (1.0 / p)
     if spec.divisor_override is not None:
-        divisor = np.asarray(spec.divisor_override, dtype)
-    else:
-        divisor = np.asarray(geom.window_counts("in_padded" if spec.count_include_pad else "in_input"), dtype)
-    return lambda x: window(x, 0, lax.add) / divisor
+        return lambda x: window(x, 0, lax.add) / np.asarray(spec.divisor_override, dtype)
+    divisor = counts(spec.count_include_pad)
+    return lambda x: window(x, 0, lax.add) / divisor.astype(x.dtype)
 
 
 def _forward_and_vjp(pool, x, g):

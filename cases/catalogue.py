@@ -47,19 +47,22 @@ def seed_of(case_id: str) -> int:
 
 
 def _expand(family: str, fam: dict):
-    """(spec, shape, variant) for every case a family definition lists."""
+    """(spec, shape, variant) for every case a family definition lists. A list of channel
+    counts makes one case per count, its variant naming the count (``c33``)."""
     opt = {**_DEFAULTS, **fam}
+    channel_list = isinstance(opt["channels"], list)
     for op, tags in fam["geometries"].items():
         variants = opt["variants"][op] if isinstance(opt["variants"], dict) else opt["variants"]
         for rank in opt["ranks"]:
             for tag in tags:
                 length = opt["size_for"].get(tag, opt["size"])[rank - 1]
-                shape = (opt["batch"], opt["channels"]) + (length,) * rank
-                for variant in variants:
-                    for dtype in opt["dtypes"]:
-                        spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank),
-                                                   "dtype": dtype})
-                        yield spec, shape, variant
+                for channels in opt["channels"] if channel_list else [opt["channels"]]:
+                    shape = (opt["batch"], channels) + (length,) * rank
+                    for variant in [f"c{channels}"] if channel_list else variants:
+                        for dtype in opt["dtypes"]:
+                            spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank),
+                                                       "dtype": dtype})
+                            yield spec, shape, variant
 
 
 def build(family: str, spec: PoolSpec, shape: tuple, variant: str | None) -> Case | None:

@@ -48,7 +48,7 @@ PROPERTIES = {
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
-    "non_overlapping": "sliding windows that neither overlap nor leave gaps (stride = kernel, no dilation)",
+    "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly",
 }
 
 
@@ -80,6 +80,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("taps_over_25")
     if spec.is_adaptive and any(a.length % a.out for a in geom.axes if a.out):
         found.add("uneven_bins")
+    elif spec.is_adaptive:
+        found.add("non_overlapping")
     if any(bool((a.in_window & ~a.in_padded).any()) for a in geom.axes):
         found.add("ceil_overhang")
     if x.size == 0:

@@ -1,19 +1,17 @@
-"""Batched execution: every (target, spec, dtype, spatial shape) group runs as one framework
-call, so compiled variants compile once per group however many cases it holds.
+"""Batched execution: every (target, spec, dtype, channel count, spatial shape) group runs as
+one framework call, so compiled variants compile once per group however many cases it holds.
 
-Pooling treats every (n, c) plane independently, so cases are flattened into planes
-(N*C, 1, *spatial) and stacked along N: cases whose batch or channel counts differ still
-share one call. Empty-batch cases keep a group of their own so the framework meets the
-empty tensor itself.
+Whole cases are stacked along N: the framework sees each case's real channel count (channels-
+last kernels vectorize over channels, so a case with C = 33 must reach them with 33 channels,
+not as 33 single-channel planes). Empty-batch cases keep a group of their own so the framework
+meets the empty tensor itself.
 """
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-
-from adapters.base import OK, Outcome, Target
+from adapters.base import Outcome, Target
 
 
 def case_and_target(item):
@@ -26,22 +24,7 @@ def case_and_target(item):
 
 def group_key(case) -> tuple:
     spec = json.dumps(case.spec.to_dict(), sort_keys=True)
-    return spec, case.input.shape[2:], case.input.shape[0] * case.input.shape[1] == 0
-
-
-def _planes(a: np.ndarray) -> np.ndarray:
-    return a.reshape((a.shape[0] * a.shape[1], 1) + a.shape[2:])
-
-
-def _unplanes(outcome: Outcome, case) -> Outcome:
-    if outcome.status != OK:
-        return outcome
-    n, c = case.input.shape[:2]
-    def back(a):
-        return None if a is None else a.reshape((n, c) + a.shape[2:])
-    outcome.forward, outcome.grad_input, outcome.indices = (
-        back(outcome.forward), back(outcome.grad_input), back(outcome.indices))
-    return outcome
+    return spec, case.input.shape[1:], case.input.shape[0] == 0
 
 
 class GroupRunner:
@@ -71,10 +54,8 @@ class GroupRunner:
         return self._done.pop(key)
 
     def _run(self, target: Target, members: list) -> list[Outcome]:
-        xs = [_planes(m.input) for m in members]
-        gs = [_planes(m.grad_output) for m in members]
-        spec = members[0].spec
-        outcomes = self.pool.run_group(target, spec, xs, gs, self.timeout_s)
+        outcomes = self.pool.run_group(target, members[0].spec, [m.input for m in members],
+                                       [m.grad_output for m in members], self.timeout_s)
         for o, m in zip(outcomes, members):  # a kernel that writes across cases: what its call held
             o.info["call_members"] = [m] if o.info.get("alone") else members
-        return [_unplanes(o, m) for o, m in zip(outcomes, members)]
+        return outcomes

@@ -204,3 +204,28 @@ def test_gpu_without_a_gpu_is_no_device():
     x = np.ones((1, 1, 4), np.float32)
     out = ADAPTER.run(PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2}), "jit", "gpu", x, np.ones((1, 1, 2), np.float32))
     assert out.status == base.NO_DEVICE and "no GPU" in out.message
+
+
+@pytest.mark.parametrize("spec", [
+    {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+    {"op": "lp_pool1d", "kernel_size": 2, "stride": 2, "ceil_mode": True, "norm_type": 2},
+])
+def test_divisors_and_scales_are_jaxs_own(monkeypatch, spec):
+    """The adapter counts a window's elements with JAX (a reduce_window over ones), never with
+    the reference: with the reference's counting disabled the results are still the spec's."""
+    import reference.geometry
+    spec = PoolSpec.from_dict({**spec, "dtype": "float64"})
+    x = tie_free((1, 1, 5) if spec.op == "lp_pool" else (1, 1, 5, 5), np.float64)
+    y_ref = forward(spec, x)
+    g = np.ones(y_ref.shape)
+    dx_ref = backward(spec, x, g)
+
+    def refuse(*_):
+        raise AssertionError("the adapter asked the reference for window counts")
+    monkeypatch.setattr(reference.geometry.Geometry, "window_counts", refuse)
+    monkeypatch.setattr(reference.geometry, "window_volume", refuse)
+    out = ADAPTER.run(spec, "eager", "cpu", x, g)
+    assert out.status == base.OK, out.message
+    np.testing.assert_allclose(out.forward, y_ref, rtol=1e-12)
+    np.testing.assert_allclose(out.grad_input, dx_ref, rtol=1e-12)

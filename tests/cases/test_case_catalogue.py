@@ -71,7 +71,7 @@ def test_id_reads_like_the_spec():
 
 
 def test_arrays_have_the_case_dtype_shape_and_are_read_only():
-    limits = {1: 8, 2: 8, 3: 5}
+    limits = {1: 8, 2: 9, 3: 5}  # the channels family needs three disjoint 3x3 windows
     for c in CASES:
         dtype = reference.DTYPES[c.spec.dtype]
         assert c.input.dtype == dtype and c.grad_output.dtype == dtype, c.id

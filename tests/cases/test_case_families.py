@@ -185,7 +185,23 @@ def tie_free(case):
     return distinct and np.isfinite(x).all() and (not case.spec.is_max or not any_window(case, lambda v, *_: n_max(v) > 1))
 
 
+def every_lane(case):
+    """Every (n, c) plane has a numeric tie at its maximum, a NaN after a number, and a window
+    whose maximum is a zero of both signs; the case has its variant's channel count."""
+    def plane_has(plane, pred):
+        return any(real and pred(plane[real]) for taps in windows(case.spec, case.input.shape[2:])
+                   for real in [[t for t in taps if t is not None]])
+    finite_tie = lambda v: np.isfinite(v).all() and n_max(v) >= 2 and v.max() != 0  # noqa: E731
+    nan_after_number = lambda v: np.isnan(v[1:]).any() and not np.isnan(v[0])  # noqa: E731
+    zero_tie = lambda v: (v.max() == 0 and any(is_neg_zero(a) for a in v)  # noqa: E731
+                          and any(a == 0 and not is_neg_zero(a) for a in v))
+    return case.input.shape[1] == int(variant_of(case)[1:]) and all(
+        plane_has(p, finite_tie) and plane_has(p, nan_after_number) and plane_has(p, zero_tie)
+        for p in planes(case.input))
+
+
 CHECKS = {
+    "channels": every_lane,
     "ties_window": ties_window,
     "ties_overlap": ties_overlap,
     "ties_border": ties_border,
