@@ -15,21 +15,25 @@ from .base import Target
 DEVICES = ("cpu", "gpu")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Framework:
     name: str            # target name: "torch", "tensorflow", "jax"
     module: str          # the adapter module, imported only in the worker
     import_name: str     # what must be importable for the framework to count as installed
     distributions: tuple[str, ...]  # distribution names whose version is the framework version
     variants: tuple[str, ...]
+    # variant -> how the indices it returns are written (verdicts/indices.py LAYOUTS)
+    index_layouts: dict = dataclasses.field(default_factory=dict)
 
 
 FRAMEWORKS = {
     f.name: f for f in (
         Framework("torch", "adapters.torch_adapter", "torch", ("torch",),
-                  ("eager", "channels_last", "compile", "module", "return_indices")),
+                  ("eager", "channels_last", "compile", "module", "return_indices"),
+                  {"return_indices": "plane"}),
         Framework("tensorflow", "adapters.tf_adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
-                  ("eager", "function", "xla", "keras", "with_argmax")),
+                  ("eager", "function", "xla", "keras", "with_argmax"),
+                  {"with_argmax": "image_channels_last"}),
         Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit")),
     )
 }

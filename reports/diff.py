@@ -18,11 +18,10 @@ import dataclasses
 import json
 from collections import defaultdict
 
-from .schema import NOT_RUN, is_divergence
+from .schema import NOT_RUN, RAN, is_divergence
 
 BEHAVIOUR = ("new_divergences", "fixed", "behaviour_changes")
 LABELS_SHOWN = 20
-RAN = ("conforms", "policy", "inconsistent", "wrong", "nondeterministic")
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ from .records import load
 from .schema import NOT_RUN, VERDICTS, is_divergence
 
 # Worst first: a cell takes the colour of its worst verdict.
-SEVERITY = ("crash", "wrong", "inconsistent", "nondeterministic", "error", "timeout", "policy",
+SEVERITY = ("crash", "wrong", "inconsistent", "inconsistent_indices", "nondeterministic", "error", "timeout", "policy",
             "unsupported", "no_device", "not_installed", "conforms")
 OUTCOME_ORDER = ("behaviour_changed", "fail", "expected", "pass", "skipped")
 # Drill-downs carry arrays and a script; past this many, divergences are listed without them.

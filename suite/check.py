@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 import verdicts
+from adapters import registry
 from adapters.base import OK, Outcome, Target
 from cases.findings import Judgement, Knowledge, Machine
 from reference.properties import case_properties as properties_of
@@ -33,7 +34,9 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     first, repeats = outcomes[0], outcomes[1:]
     # The verdict and its policy come from the arrays alone (the policy search's canonical
     # choice), whatever the knowledge base says: one behaviour, one label.
-    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id)
+    fw = registry.FRAMEWORKS.get(target.framework)
+    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
+                          index_layout=fw.index_layouts.get(target.variant) if fw else None)
     ref = case_for(case.spec, case.input, case.grad_output, case.id)
 
     def holds(forward: dict, gradient: dict) -> bool:

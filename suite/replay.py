@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from adapters.base import OK, Outcome, Target
 from cases import make_case
 from cases.findings import Judgement, Knowledge, Machine
 from reference import PoolSpec, output_shape
 from reports.records import decode_array
+from reports.schema import RAN
 
 from .check import check
 
-RAN = ("conforms", "policy", "inconsistent", "wrong", "nondeterministic")
 # Results written before the knowledge base kept a known failure's text only in the
 # expectation's reason: "... observed with <framework> <version> on <device>: <message>".
 _OLD_REASON = re.compile(r"observed with \S+ \S+ on \S+: (.*)", re.S)
@@ -35,8 +37,10 @@ def outcome_of(rec: dict, case) -> Outcome:
         def arr(key, shape):
             a = decode_array(rec[key], rec["dtype"])
             return a.reshape(shape) if a.size == 0 else a
-        return Outcome(OK, forward=arr("forward", output_shape(case.spec, case.input.shape)),
-                       grad_input=arr("grad_input", case.input.shape), info=_call(rec))
+        out_shape = output_shape(case.spec, case.input.shape)
+        indices = None if rec.get("indices") is None else np.asarray(rec["indices"], dtype=np.int64).reshape(out_shape)
+        return Outcome(OK, forward=arr("forward", out_shape), grad_input=arr("grad_input", case.input.shape),
+                       indices=indices, info=_call(rec))
     return Outcome(rec["verdict"], message=framework_message(rec), info=_call(rec))
 
 

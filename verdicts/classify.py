@@ -7,7 +7,7 @@ import numpy as np
 from adapters.base import OK
 from reference import CANONICAL
 
-from . import tolerances
+from . import indices, tolerances
 from .case import Case, case_for
 from .compare import differing_cells, errors, identical, same_bits, within
 from .explain import explain
@@ -15,11 +15,13 @@ from .verdict import Verdict
 
 
 def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), *,
-             cache_key=None) -> Verdict:
+             cache_key=None, index_layout: str | None = None) -> Verdict:
     """The verdict on ``outcome`` (an adapters.base.Outcome) for the case (spec, x,
     grad_output). ``repeats`` are further outcomes of the same run, for nondeterminism;
-    ``cache_key`` identifies the case across calls (default: the arrays' identities).
-    The verdict depends on the arrays alone: the same results always get the same label."""
+    ``cache_key`` identifies the case across calls (default: the arrays' identities);
+    ``index_layout`` how the path writes the indices it returns (verdicts/indices.py), which are
+    then judged against its forward and gradient. The verdict depends on the arrays alone: the
+    same results always get the same label."""
     if outcome.status != OK:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
     for i, again in enumerate(repeats, 1):
@@ -39,7 +41,12 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
     if fingerprint not in case.verdicts:
         case.verdicts[fingerprint] = (_max_type(case, outcome.forward, outcome.grad_input) if spec.is_max
                                       else _arithmetic(case, outcome.forward, outcome.grad_input))
-    return _with_expected(case, Verdict(**case.verdicts[fingerprint]))
+    v = Verdict(**case.verdicts[fingerprint])
+    if spec.is_max and outcome.indices is not None and index_layout is not None:
+        why = indices.disagreement(x, grad_output, outcome.forward, outcome.grad_input, outcome.indices, index_layout)
+        if why:
+            v.verdict, v.message = "inconsistent_indices", f"{why}; forward and gradient: {v.message}"
+    return _with_expected(case, v)
 
 
 def _with_expected(case: Case, v: Verdict) -> Verdict:
