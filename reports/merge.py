@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import json
 
-from .records import dumps
+from .records import ResultsWriter, dumps
 
 # Environment fields that identify a lane; shard, date and run_id describe one process only.
 _LANE_FIELDS = ("suite_version", "suite_commit", "python", "numpy", "platform", "cpu", "env_switches")
@@ -90,5 +90,6 @@ def merge(environments: list[dict], results: list[dict], *, keep_timing: bool = 
 
 def write_merged(merged: Merged, path) -> None:
     with open(path, "w", encoding="utf-8") as fh:
+        writer = ResultsWriter(fh)
         for rec in (*merged.environments, *merged.results):
-            fh.write(dumps(rec) + "\n")
+            writer.write(rec)

@@ -18,7 +18,7 @@ import numpy as np
 
 from cases.json_values import SPECIAL
 
-from .schema import RecordError, validate
+from .schema import CASE_FIELDS, RecordError, validate
 
 
 
@@ -84,6 +84,25 @@ def write_record(fh, rec: dict) -> None:
     fh.flush()
 
 
+class ResultsWriter:
+    """Writes a results file in which a case's arrays appear once: the first result of a case
+    is preceded by a ``case`` record holding them (CASE_FIELDS), and every result record of
+    the case refers to it by case_id and carries only what the target produced."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self._cases: set[str] = set()
+
+    def write(self, rec: dict) -> None:
+        if rec["record"] == "result" and rec.get("input") is not None:
+            if rec["case_id"] not in self._cases:
+                self._cases.add(rec["case_id"])
+                write_record(self.fh, {"record": "case", "case_id": rec["case_id"],
+                                       **{f: rec.get(f) for f in CASE_FIELDS}})
+            rec = {k: v for k, v in rec.items() if k not in CASE_FIELDS}
+        write_record(self.fh, rec)
+
+
 def iter_file(path) -> Iterable[dict]:
     """Validated records of one JSON-lines file; errors name the file and line."""
     with open(path, encoding="utf-8") as fh:
@@ -99,16 +118,31 @@ def iter_file(path) -> Iterable[dict]:
 
 
 def read_results(paths) -> tuple[list[dict], list[dict]]:
-    """(environments, results) of one or several results files, in file order."""
+    """(environments, results) of one or several results files, in file order; results are
+    whole again (their case's arrays filled in from the file's case records)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    return split(rec for p in paths for rec in iter_file(p))
+    return split(rec for p in paths for rec in _joined(iter_file(p)))
+
+
+def _joined(records: Iterable[dict]) -> Iterable[dict]:
+    """Results with the arrays of their case record (within one file: case ids are a run's)."""
+    cases: dict[str, dict] = {}
+    for rec in records:
+        if rec["record"] == "case":
+            cases[rec["case_id"]] = rec
+        elif rec["record"] == "result" and rec.get("input") is None and rec["case_id"] in cases:
+            case = cases[rec["case_id"]]
+            yield {**rec, **{f: case[f] for f in CASE_FIELDS}}
+        else:
+            yield rec
 
 
 def split(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
     envs, results = [], []
     for rec in records:
-        (envs if rec["record"] == "environment" else results).append(rec)
+        if rec["record"] != "case":
+            (envs if rec["record"] == "environment" else results).append(rec)
     return envs, results
 
 

@@ -18,6 +18,8 @@ NOT_DIVERGENT = frozenset({"conforms", "unsupported", "not_installed", "no_devic
 # Verdicts that say nothing about a target's behaviour (it did not run the case).
 NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
 OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")
+# The arrays of a case, the same for every target: written once per case (a "case" record).
+CASE_FIELDS = ("input", "grad_output", "expected_forward", "expected_grad_input")
 ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
                 "expected_grad_input", "indices")
 
@@ -91,8 +93,12 @@ def validate(rec) -> dict:
         if rec["schema"] != SCHEMA:
             raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
         return {**{name: None for name in ENVIRONMENT_OPTIONAL}, **rec}
+    if kind == "case":
+        _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: (_LIST, _NONE) for f in CASE_FIELDS}},
+                      frozenset(CASE_FIELDS))
+        return rec
     if kind != "result":
-        raise RecordError(f"field 'record' must be 'environment' or 'result', got {kind!r}")
+        raise RecordError(f"field 'record' must be 'environment', 'case' or 'result', got {kind!r}")
     _check_fields(rec, RESULT_FIELDS, OPTIONAL)
     if rec["verdict"] not in VERDICTS:
         raise RecordError(f"field 'verdict': unknown {rec['verdict']!r}; allowed: {', '.join(VERDICTS)}")

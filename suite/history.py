@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from cases import findings as kb
 from cases.history import FORMAT, load_history, per_release, version_key, version_range
-from reports.records import iter_file
+from reports.records import read_results
 
 from .machine import record as machine_record
 from .replay import judge_record
@@ -39,9 +39,8 @@ def build(paths, knowledge, this_machine) -> dict:
     (suite.machine.record()) for results written before runs recorded their machine."""
     lanes, findings = {}, defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for path in paths:
-        records = list(iter_file(path))
-        env = next((r for r in reversed(records) if r["record"] == "environment"), None)
-        results = [r for r in records if r["record"] == "result"]
+        envs, results = read_results([path])
+        env = envs[-1] if envs else None
         if env is None or not results:
             print(f"{path}: no environment record or no results; skipped (a lane that did not finish)", file=sys.stderr)
             continue
@@ -49,8 +48,10 @@ def build(paths, knowledge, this_machine) -> dict:
         for framework, version in sorted({(r["framework"], r["framework_version"]) for r in results}):
             name = lane_name(env, framework, version)
             ran = [r for r in results if r["framework"] == framework and r["framework_version"] == version]
+            before = lanes.get(name, {})  # one lane in several files (e.g. its compile run apart)
             lanes[name] = {"lane": name, "framework": framework, "version": Version(version).public,
-                           "variants": sorted({r["variant"] for r in ran}), "results": len(ran),
+                           "variants": sorted({r["variant"] for r in ran} | set(before.get("variants", ()))),
+                           "results": len(ran) + before.get("results", 0),
                            "cpu": env.get("cpu"), "cpu_features": env.get("cpu_features") or [],
                            "onednn_max_cpu_isa": name.split("-isa-")[1].split("-")[0].upper() if "-isa-" in name else None,
                            "frameworks": {framework: (env.get("frameworks") or {}).get(framework, {}).get("environment", {})},

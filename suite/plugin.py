@@ -3,7 +3,11 @@ summary are written at the end. Registered by conftest.py as an object holding t
 
 from __future__ import annotations
 
-from .session import RunState
+import json
+
+import pytest
+
+from .session import RECORD_KEY, RunState
 
 
 class ConformancePlugin:
@@ -11,10 +15,16 @@ class ConformancePlugin:
         self.state = state
         self.summary_lines: list[str] = []
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # With xdist this runs in the controller, which receives the workers' reports.
-        if self.state.is_controller and report.when == "call" and report.user_properties:
+        if not (self.state.is_controller and report.user_properties):
+            return
+        if report.when == "call":
             self.state.collect(report)
+        # The record (arrays and all) goes to the results file; what other reporters keep of it
+        # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays.
+        report.user_properties = [(k, _verdict_of(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
 
     def pytest_sessionfinish(self, session):
         self.state.close()
@@ -38,6 +48,13 @@ class ConformancePlugin:
                           "that they do not explain): " + ", ".join(f"{k} ({n})" for k, n in sorted(state.contradicted.items())))
         for line in self.summary_lines:
             tr.write_line(line)
+
+
+def _verdict_of(record_json: str) -> str:
+    if not record_json.startswith("{"):
+        return record_json  # already reduced (the same property reaches several phases)
+    rec = json.loads(record_json)
+    return " ".join(filter(None, (rec["outcome"], rec["verdict"], ",".join(f["id"] for f in rec.get("findings") or ()))))
 
 
 class XdistHooks:

@@ -52,6 +52,7 @@ class RunState:
         self.explaining: set[str] = set()         # findings that explained a result
         self.contradicted: dict[str, int] = {}    # finding -> results in scope it did not explain
         self._results_fh = None
+        self._results_writer = None
         self._memory_records: list[dict] | None = None
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
@@ -119,6 +120,8 @@ class RunState:
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._results_fh = open(path, "w")
+            from reports.records import ResultsWriter
+            self._results_writer = ResultsWriter(self._results_fh)
         if self.config.getoption("report_html") or self.config.getoption("report_markdown"):
             self._memory_records = []
 
@@ -136,9 +139,8 @@ class RunState:
                 self._emit(rec)
 
     def _emit(self, rec: dict) -> None:
-        if self._results_fh is not None:
-            from reports.records import write_record
-            write_record(self._results_fh, rec)
+        if self._results_writer is not None:
+            self._results_writer.write(rec)
         if self._memory_records is not None:
             self._memory_records.append(rec)
 

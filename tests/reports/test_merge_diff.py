@@ -32,7 +32,11 @@ def test_four_shards_merge_to_the_bytes_of_the_unsharded_run(tmp_path):
     assert a == b
     lines = [json.loads(line) for line in a.splitlines()]
     assert [r["record"] for r in lines].count("environment") == 1
-    assert len(lines) == len(full)
+    # every case's arrays once, in a case record; the results refer to it
+    cases = [r for r in lines if r["record"] == "case"]
+    assert sorted(r["case_id"] for r in cases) == sorted({r["case_id"] for r in full if r["record"] == "result"})
+    assert len(lines) - len(cases) == len(full)
+    assert all("input" not in r for r in lines if r["record"] == "result")
 
 
 def test_two_shards_build_the_same_report_as_the_unsharded_run(tmp_path):

@@ -60,3 +60,21 @@ def test_a_bad_record_is_named_by_file_line_and_field(tmp_path, edit, words):
     path = write(tmp_path / "bad.jsonl", recs)
     with pytest.raises(schema.RecordError, match=f"bad.jsonl:3: {words}"):
         read_results(path)
+
+
+def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_path):
+    from reports import synthetic
+    from reports.records import ResultsWriter, read_results
+    spec, x, g = synthetic.tie_case()
+    recs = [synthetic.result("tie", "ties", spec, x, g, framework=fw, variant=v, run_id="r", tie=tie)
+            for fw, v, tie in (("torch", "eager", "first"), ("jax", "jit", "all"))]
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as fh:
+        writer = ResultsWriter(fh)
+        for rec in [*recs, synthetic.environment("r")]:
+            writer.write(rec)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["record"] for r in lines] == ["case", "result", "result", "environment"]
+    assert all("input" not in r and "expected_grad_input" not in r for r in lines if r["record"] == "result")
+    _, results = read_results(path)
+    assert [{k: r[k] for k in recs[0]} for r in results] == recs
