@@ -92,7 +92,7 @@ def lane(session: nox.Session, lane: str) -> None:
     missing = set(variants.split(",")) - {r.get("variant") for r in records}
     if not records or records[-1].get("record") != "environment" or missing:
         session.error(f"{results} is incomplete: no records for {sorted(missing)} or no environment record")
-    session.log(f"{results}: {len(records) - 1} result records")
+    session.log(f"{results}: {sum(r.get('record') == 'result' for r in records)} result records")
 
 
 def _poolgrad_copy(session: nox.Session) -> str:

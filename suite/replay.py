@@ -38,7 +38,11 @@ def outcome_of(rec: dict, case) -> Outcome:
             a = decode_array(rec[key], rec["dtype"])
             return a.reshape(shape) if a.size == 0 else a
         out_shape = output_shape(case.spec, case.input.shape)
-        indices = None if rec.get("indices") is None else np.asarray(rec["indices"], dtype=np.int64).reshape(out_shape)
+        # Indices are written for the call's channel count: results of runs that flattened
+        # cases into single-channel planes carry indices that cannot be read per case.
+        call = rec.get("call_shape")
+        readable = rec.get("indices") is not None and (not call or call[1] == case.input.shape[1])
+        indices = np.asarray(rec["indices"], dtype=np.int64).reshape(out_shape) if readable else None
         return Outcome(OK, forward=arr("forward", out_shape), grad_input=arr("grad_input", case.input.shape),
                        indices=indices, info=_call(rec))
     return Outcome(rec["verdict"], message=framework_message(rec), info=_call(rec))
