@@ -67,8 +67,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
         message = f"{observed}: {v.message}"
     # The reference's results are the case's, whatever the target did (written once per case).
     v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
-    record = _record(case, target, version, first, v, j, message, duration_s)
-    record["call_properties"] = sorted(others - properties)
+    record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties))
     return Checked(j.outcome, message, record, j)
 
 
@@ -86,7 +85,7 @@ def _arr(a):
     return None if a is None else encode_array(a)
 
 
-def _record(case, target, version, outcome, v, j: Judgement, message, duration_s) -> dict:
+def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
     vd = v.to_dict()
     return {
         "record": "result",
@@ -116,6 +115,7 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         "expected_grad_input": _arr(v.expected_grad_input),
         "indices": _arr(outcome.indices),
         "call_shape": outcome.info.get("call_shape"),
+        "call_properties": call_properties,
         "max_abs_error": vd.get("max_abs_error"),
         "max_ulp_error": vd.get("max_ulp_error"),
         "differing_cells": vd.get("differing_cells") or [],
