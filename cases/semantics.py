@@ -23,12 +23,13 @@ from .history import per_release, version_key
 
 # Rows in reading order: (title, the case properties that put a finding in the row).
 ROWS = (
-    ("Numeric ties", ("ties",)),
     ("Signed zeros (-0.0 vs +0.0)", ("signed_zero_tie",)),
-    ("A NaN beside numbers", ("nan", "nan_with_number")),
+    ("Numeric ties", ("ties", "ties_if_flushed")),
     ("Several NaNs in a window", ("nan_several", "nan_only")),
-    ("All -inf windows, padding", ("neginf_window", "neginf_window_at_padding", "no_finite_window", "padding_could_win",
-                                    "empty_window")),
+    ("A NaN beside numbers", ("nan", "nan_with_number", "nan_not_first")),
+    ("Infinities: all -inf windows, padding, infinite maxima",
+     ("neginf_window", "neginf_window_at_padding", "neginf_window_after_padding", "no_finite_window",
+      "padding_could_win", "empty_window", "infinite_max")),
     ("Subnormals", ("subnormal",)),
     ("ceil_mode overhang", ("ceil_overhang",)),
     ("lp_pool at zero", ("zero_window",)),
@@ -40,10 +41,9 @@ OTHER = "Dtypes and kernels"
 
 
 def row_of(f: kb.Finding) -> str:
-    for title, props in ROWS:
-        if any(p in props for p in f.when):
-            return title
-    return OTHER
+    """The first row naming a property the finding requires (of its case, or of its call)."""
+    required = {alt for r in (*f.when, *f.when_call) if not r.startswith("!") for alt in r.split("|")}
+    return next((title for title, props in ROWS if required & set(props)), OTHER)
 
 
 def columns() -> list[tuple[str, str]]:
@@ -69,6 +69,16 @@ def claim(f: kb.Finding) -> str:
                       f"gradient {_policy(f.gradient)}" if f.gradient else ""]
         return "; ".join(p for p in parts if p)
     return f.verdict + (f" ({' / '.join(f.error[0])})" if f.error else "")
+
+
+_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+
+def cell(f: kb.Finding) -> str:
+    """A cell's text: the claim, and the dtypes or machine where the finding is narrower."""
+    where = [" ".join(_SHORT.get(d, d) for d in f.dtypes)] if f.dtypes != ("*",) else []
+    where += [" ".join(r for r in f.onednn_isa)] if f.onednn_isa else []
+    return claim(f) + (f" ({'; '.join(where)})" if where else "")
 
 
 def _policy(p: dict) -> str:
@@ -107,7 +117,7 @@ def markdown(knowledge: kb.Knowledge) -> str:
              "| | " + " | ".join(f"{fw} {v}" for fw, v in columns()) + " |",
              "| --- |" + " --- |" * len(columns())]
     for title, cells in table(knowledge):
-        row = ["<br>".join(f"{claim(findings[n - 1])} [{n}]" for n in numbers) for numbers in cells]
+        row = ["<br>".join(f"{cell(findings[n - 1])} [{n}]" for n in numbers) for numbers in cells]
         lines.append(f"| **{title}** | " + " | ".join(row) + " |")
     lines += ["", "## Findings", ""]
     for n, f in enumerate(findings, 1):

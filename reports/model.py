@@ -127,7 +127,7 @@ def semantics() -> dict:
     from cases import findings, semantics as sem
     knowledge = findings.load()
     return {"columns": [f"{fw} {v}" for fw, v in sem.columns()],
-            "rows": [(title, [[(n, sem.claim(knowledge[n - 1])) for n in cell] for cell in cells])
+            "rows": [(title, [[(n, sem.cell(knowledge[n - 1])) for n in numbers] for numbers in cells])
                      for title, cells in sem.table(knowledge)],
             "findings": [{"n": n, "f": f, "scope": sem.scope_text(f), "releases": sem.releases(knowledge, f)}
                          for n, f in enumerate(knowledge, 1)]}
