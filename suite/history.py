@@ -34,6 +34,13 @@ def lane_name(env: dict, framework: str, version: str) -> str:
     return name
 
 
+def lane_environment(env: dict, framework: str) -> dict:
+    """What the framework's adapter reported of itself (versions, oneDNN, devices), without the
+    flags poolgrad sets for its own workers (thread counts, compile-cache paths)."""
+    reported = (env.get("frameworks") or {}).get(framework, {}).get("environment", {})
+    return {k: v for k, v in reported.items() if not k.endswith("_FLAGS")}
+
+
 def build(paths, knowledge, this_machine) -> dict:
     """Re-judge every result of the lanes' results files; ``this_machine``: the machine record
     (suite.machine.record()) for results written before runs recorded their machine."""
@@ -54,7 +61,7 @@ def build(paths, knowledge, this_machine) -> dict:
                            "results": len(ran) + before.get("results", 0),
                            "cpu": env.get("cpu"), "cpu_features": env.get("cpu_features") or [],
                            "onednn_max_cpu_isa": name.split("-isa-")[1].split("-")[0].upper() if "-isa-" in name else None,
-                           "frameworks": {framework: (env.get("frameworks") or {}).get(framework, {}).get("environment", {})},
+                           "frameworks": {framework: lane_environment(env, framework)},
                            "suite_commit": env.get("suite_commit"), "date": env.get("date")}
             for r in ran:
                 j = judge_record(r, knowledge, env)

@@ -64,3 +64,14 @@ def test_loaded_findings_carry_their_measured_range(tmp_path):
     f = next(f for f in kb if f.id == "torch-cpu-max-last-nan-wins")
     assert str(f.versions) == ">=2.13.0"
     assert not findings.version_in(str(f.versions), "2.10.0+cpu") and findings.version_in(str(f.versions), "2.14.1")
+
+
+def test_the_committed_history_holds_counts_not_machine_paths():
+    text = (ROOT / "cases" / "data" / "history.json").read_text()
+    assert not re.search(r"/(work|tmp|root|home)/", text)
+    hist = json.loads(text)
+    assert {lane["framework"] for lane in hist["lanes"]} == set(FRAMEWORKS)
+    for fw in FRAMEWORKS:  # at least four releases of each framework measured
+        assert len({lane["version"] for lane in hist["lanes"] if lane["framework"] == fw}) >= 4
+    assert all(len(c) == 2 and all(isinstance(n, int) for n in c)
+               for per in hist["findings"].values() for c in per.values())
