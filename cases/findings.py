@@ -33,6 +33,8 @@ from packaging.version import InvalidVersion, Version
 
 from reference.properties import PROPERTIES
 
+from .history import load_history, version_range
+
 DATA = Path(__file__).parent / "data"
 DEFAULT_PATH = DATA / "findings.toml"
 HISTORY_PATH = DATA / "history.json"
@@ -109,7 +111,7 @@ class Finding:
 
     def claim_text(self) -> str:
         if self.claims_policy:
-            parts = [f"{side} {_policy_text(p)}" for side, p in (("forward", self.forward), ("gradient", self.gradient)) if p]
+            parts = [f"{side} {policy_text(p)}" for side, p in (("forward", self.forward), ("gradient", self.gradient)) if p]
             return "policy: " + "; ".join(parts)
         if self.error:
             return f"{self.verdict}: {'|'.join(self.error[0])} /{self.error[1]}/"
@@ -120,7 +122,8 @@ class Finding:
         return {"id": self.id, "title": self.title, "link": self.link}
 
 
-def _policy_text(p: dict) -> str:
+def policy_text(p: dict) -> str:
+    """A (partial) policy as people read it: ``tie=last, nan=propagate``."""
     return ", ".join(f"{k}={v}" for k, v in p.items())
 
 
@@ -316,7 +319,6 @@ def load(path: str | Path = DEFAULT_PATH, history: str | Path | None = HISTORY_P
         raise FindingsError(f"{path}: duplicate finding id {dupes[0]!r}")
     hist = {}
     if history is not None and Path(history).exists():
-        from .history import load_history, version_range
         hist = load_history(history)
         findings = [dataclasses.replace(f, versions=SpecifierSet(version_range(hist, f.id))) for f in findings]
     return Knowledge(findings, hist)

@@ -10,7 +10,7 @@ import numpy as np
 import verdicts
 from adapters import registry
 from adapters.base import OK, Outcome, Target
-from cases.findings import Judgement, Knowledge, Machine
+from cases.findings import Judgement, Knowledge, Machine, policy_text
 from reference.properties import case_properties as properties_of
 from reports.records import encode_array
 from verdicts.case import case_for
@@ -54,7 +54,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     call = first.info.get("call_shape") or case.input.shape
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
                         int(np.prod(call)), lambda: properties | others)
-    observed = v.verdict + (f" ({_policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
+    observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
     if j.outcome == "expected":
         message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
     elif j.outcome == "behaviour_changed":
@@ -75,10 +75,6 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
 def case_properties(case) -> frozenset[str]:
     """The case's properties (reference/properties.py), once per case (cases hash by identity)."""
     return properties_of(case.spec, case.input)
-
-
-def _policy_text(p: dict) -> str:
-    return ", ".join(f"{k}={val}" for k, val in p.items())
 
 
 def _arr(a):

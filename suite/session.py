@@ -18,7 +18,7 @@ import pytest
 from adapters import registry
 from cases import findings
 from . import options
-from . import machine
+from .machine import machine as machine_of, record as machine_record
 from .runner import GroupRunner, case_and_target
 
 # Environment switches known to change pooling behaviour; only these are recorded.
@@ -98,7 +98,7 @@ class RunState:
         return self._described[framework]
 
     def machine(self, framework: str) -> findings.Machine:
-        return machine.machine(framework, self.describe(framework).get("environment"))
+        return machine_of(framework, self.describe(framework).get("environment"))
 
     def run_check(self, case, target, node):
         from . import check
@@ -158,7 +158,7 @@ class RunState:
             "suite_version": _suite_version(), "suite_commit": _git_commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
-            "platform": platform.platform(), **machine.record(), "frameworks": frameworks,
+            "platform": platform.platform(), **machine_record(), "frameworks": frameworks,
             "env_switches": {k: os.environ[k] for k in ENV_SWITCHES if k in os.environ},
         }
 
@@ -190,7 +190,7 @@ class RunState:
                     if t.framework in env["frameworks"] and t.device in env["frameworks"][t.framework]["devices"]
                     for f in self.knowledge.for_target(
                         t.framework, t.variant, t.device, env["frameworks"][t.framework]["version"],
-                        machine.machine(t.framework, env["frameworks"][t.framework]["environment"]))}
+                        machine_of(t.framework, env["frameworks"][t.framework]["environment"]))}
         return [f.id for f in self.knowledge if f.id in selected and f.id not in self.explaining]
 
     def close(self):
