@@ -1,0 +1,103 @@
+"""Forward mode (JVP) and second order (the derivative of the backward) of every op.
+
+The same tie/NaN policies as the reverse mode, through the same selection (max_pool.py): a
+max-type op's output tangent is the tangent of the element(s) its backward routes to
+(first/last: that element; all: their sum; split: their mean), so under every policy
+``<jvp(t), u> == <t, backward(u)>``. avg is linear: its JVP is the forward applied to the
+tangent. lp differentiates the reverse rule's own formula (0 for a window whose z is 0).
+
+Second order: L2 = sum(backward(x, g) * v). Its derivative with respect to ``g`` is the
+JVP with tangent ``v`` (backward is the transpose of the JVP), for every op; with respect to
+``x`` it is zero for max-type ops (a selection is constant almost everywhere) and avg (linear),
+and for lp it is derived from the reverse rule below. Everything is float64, rounded once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import api, avg_pool, lp_pool, max_pool, policies
+from .dtypes import round_to
+from .errors import SpecError
+
+
+def _rounded(name: str, a, shape, dtype) -> np.ndarray:
+    """``a`` rounded to the input's dtype (what a framework receives), as float64."""
+    a = np.asarray(a)
+    if a.shape != shape:
+        raise SpecError(name, f"must have shape {shape}, got {a.shape}")
+    return round_to(a.astype(np.float64, copy=False), dtype).astype(np.float64)
+
+
+def _max_jvp(plan, xw, tw, tie, nan) -> np.ndarray:
+    m = max_pool.window_max(plan, xw, nan)
+    if tie in ("first", "last"):
+        sel = max_pool.selected_tap(plan, xw, m, tie, nan)
+        return np.where(sel >= 0, tw.ravel()[plan.flat_index(sel, xw.shape)], 0.0)
+    total = np.zeros(m.shape)
+    count = np.zeros(m.shape)
+    for (index, _), (_, hit) in zip(plan.taps, max_pool.tap_hits(plan, xw, m, nan)):
+        total += np.where(hit, tw[index], 0.0)
+        count += hit
+    if tie == "all":
+        return total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, 0.0)
+
+
+def _lp_terms(spec, plan, xw):
+    """(z, the reverse rule's per-window factor c = z ** (1/p - 1) * scale, 0 where z is 0)."""
+    p = spec.norm_type
+    z = avg_pool.window_sum(plan, xw, lambda a: a ** p) * lp_pool._scale(plan)   # lp's z, float64
+    return z, np.where(z != 0, z ** (1.0 / p - 1.0), 0.0) * lp_pool._scale(plan)
+
+
+def _jvp(spec, plan, xw, tw, tie, nan) -> np.ndarray:
+    if spec.is_max:
+        return _max_jvp(plan, xw, tw, tie, nan)
+    if spec.op.endswith("avg_pool"):
+        return avg_pool.forward(spec, plan, tw)
+    _, c = _lp_terms(spec, plan, xw)
+    return c * avg_pool.window_sum(plan, xw ** (spec.norm_type - 1.0) * tw)
+
+
+def jvp(spec, x: np.ndarray, tangent, *, tie: str = "first", nan: str = "propagate") -> np.ndarray:
+    """The output tangent d/de forward(x + e * tangent) at e = 0, in x's dtype (tangent is
+    first rounded to x's dtype). Padding contributes no tangent."""
+    policies.check(tie, nan)
+    plan, xw = api._prepare(spec, x)
+    tw = plan.pad(_rounded("tangent", tangent, x.shape, x.dtype))
+    with np.errstate(all="ignore"):
+        return round_to(_jvp(spec, plan, xw.astype(np.float64), tw, tie, nan), x.dtype)
+
+
+def double_backward(spec, x: np.ndarray, grad_output, v, *, tie: str = "first",
+                    nan: str = "propagate") -> tuple[np.ndarray, np.ndarray]:
+    """(d/d grad_output, d/d x) of sum(backward(x, grad_output) * v), in x's dtype.
+
+    grad_output and v are first rounded to x's dtype."""
+    policies.check(tie, nan)
+    plan, xw = api._prepare(spec, x)
+    out_shape = x.shape[:2] + plan.geom.out_shape
+    g = _rounded("grad_output", grad_output, out_shape, x.dtype)
+    vw = plan.pad(_rounded("v", v, x.shape, x.dtype))
+    xw = xw.astype(np.float64)
+    with np.errstate(all="ignore"):
+        by_g = _jvp(spec, plan, xw, vw, tie, nan)
+        by_x = np.zeros(xw.shape) if spec.op != "lp_pool" else _lp_by_x(spec, plan, xw, g, vw)
+    return round_to(by_g, x.dtype), round_to(plan.unpad(by_x), x.dtype)
+
+
+def _lp_by_x(spec, plan, xw, g, vw) -> np.ndarray:
+    """d/dx_j of sum_w g_w c_w s_w with s_w = sum_{i in w} x_i ** (p-1) v_i (the reverse rule):
+    (p-1) v_j x_j ** (p-2) sum_w g_w c_w  +  x_j ** (p-1) sum_w g_w s_w dc_w/dz * scale * p,
+    where dc_w/dz = (1/p - 1) z ** (1/p - 2) * scale (0 where z is 0, as c is)."""
+    p = spec.norm_type
+    scale = lp_pool._scale(plan)
+    z, c = _lp_terms(spec, plan, xw)
+    s = avg_pool.window_sum(plan, xw ** (p - 1.0) * vw)
+    dc = np.where(z != 0, (1.0 / p - 1.0) * z ** (1.0 / p - 2.0), 0.0) * scale * scale * p
+    through_x = avg_pool.spread(plan, xw.shape, g * dc * s, lambda a: a ** (p - 1.0), xw)
+    if p == 1.0:  # x ** (p - 1) is constant: no own-term (and no 0 * inf at x = 0)
+        return through_x
+    return through_x + (p - 1.0) * vw * xw ** (p - 2.0) * avg_pool.spread(plan, xw.shape, g * c)
