@@ -39,11 +39,12 @@ DATA = Path(__file__).parent / "data"
 DEFAULT_PATH = DATA / "findings.toml"
 HISTORY_PATH = DATA / "history.json"
 
-POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init")
+POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate")
 CLAIM_VERDICTS = ("policy", "wrong", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
            "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
-           "source", "link", "since"}
+           "source", "link", "since", "modes"}
+MODES = ("backward", "jvp", "double_backward")
 NO_UPSTREAM = "no upstream report"
 
 
@@ -75,6 +76,9 @@ class Finding:
     link: str
     since: str
     versions: SpecifierSet = SpecifierSet()
+    # The derivatives it is about: "backward" (reverse mode), "jvp", "double_backward". In an
+    # AD mode, ``forward`` is the policy that mode follows and ``gradient`` the reverse mode's.
+    modes: tuple[str, ...] = ("backward",)
 
     # -- scope ---------------------------------------------------------------------------
     def in_target(self, framework: str, variant: str, device: str, version: str, machine: "Machine") -> bool:
@@ -284,6 +288,10 @@ def _finding(raw: dict, index: int) -> Finding:
     min_call = raw.get("min_call_elements", 0)
     if not isinstance(min_call, int) or isinstance(min_call, bool) or min_call < 0:
         raise FindingsError(f"finding {fid!r}: field 'min_call_elements' is a count of input elements")
+    modes = _strings(fid, "modes", raw.get("modes"), ("backward",))
+    if set(modes) - set(MODES):
+        raise FindingsError(f"finding {fid!r}: field 'modes': unknown mode {sorted(set(modes) - set(MODES))[0]!r}; "
+                            f"known: {', '.join(MODES)}")
     onednn = raw.get("onednn")
     if onednn is not None and not isinstance(onednn, bool):
         raise FindingsError(f"finding {fid!r}: field 'onednn' is true or false")
@@ -296,7 +304,7 @@ def _finding(raw: dict, index: int) -> Finding:
         when=when, when_call=when_call, cpu_features=_strings(fid, "cpu_features", raw.get("cpu_features"), ()),
         onednn_isa=_strings(fid, "onednn_isa", raw.get("onednn_isa"), ()), onednn=onednn,
         min_call_elements=min_call,
-        verdict=verdict, forward=forward, gradient=gradient, error=error,
+        verdict=verdict, forward=forward, gradient=gradient, error=error, modes=modes,
         behaviour=" ".join(raw["behaviour"].split()), source=" ".join(raw["source"].split()),
         link=link, since=" ".join(str(raw.get("since", "")).split()))
 
@@ -388,7 +396,7 @@ def _subsets(findings: list[Finding]):
 def _claim_holds(findings: list[Finding], verdict: str, message: str, holds) -> bool:
     if not all(f.claims_policy for f in findings):
         return all(f.matches_failure(verdict, message) for f in findings)
-    if verdict not in ("conforms", "policy", "inconsistent", "wrong"):
+    if verdict not in ("conforms", "policy", "inconsistent", "inconsistent_modes", "wrong"):
         return False
     forward, gradient = {}, {}
     for f in findings:

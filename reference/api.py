@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import accumulate as accumulation
 from . import avg_pool, lp_pool, max_pool, policies
 from .dtypes import dtype_from_name, dtype_name, round_to, work_dtype
 from .errors import SpecError
@@ -28,38 +29,47 @@ def _prepare(spec: PoolSpec, x):
     return plan, plan.pad(x.astype(wd, copy=False))
 
 
-def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "propagate") -> np.ndarray:
+def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "propagate",
+            accumulate: str | None = None) -> np.ndarray:
     """Forward output, in x's dtype. ``tie``/``nan`` matter only to max-type ops, whose
-    forward is the element the policy selects (visible through signed zeros and NaN)."""
+    forward is the element the policy selects (visible through signed zeros and NaN);
+    ``accumulate`` only to avg/lp window sums: None sums in float64 and rounds once (the
+    spec), "dtype" rounds every addition to x's dtype (accumulate.py)."""
     policies.check(tie, nan)
+    accumulation.check(accumulate)
     plan, xw = _prepare(spec, x)
+    acc = accumulation.acc_dtype(accumulate, x.dtype)
     if spec.is_max:
         out = max_pool.forward(plan, xw, tie, nan)
     elif spec.op.endswith("avg_pool"):
-        out = avg_pool.forward(spec, plan, xw)
+        out = avg_pool.forward(spec, plan, xw, acc)
     else:
-        out = lp_pool.forward(spec, plan, xw)
+        out = lp_pool.forward(spec, plan, xw, acc)
     return round_to(out, x.dtype)
 
 
 def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
-             nan: str = "propagate") -> np.ndarray:
+             nan: str = "propagate", accumulate: str | None = None) -> np.ndarray:
     """dL/dx for L = sum(forward(x) * grad_output), in x's dtype.
 
     grad_output is first rounded to x's dtype (what a framework receives), then every
-    accumulation is done in float64 and rounded once at the end.
+    accumulation is done in float64 and rounded once at the end; with ``accumulate="dtype"``
+    the sums (the scatter of overlapping windows' gradients, lp's power sums) are kept in x's
+    dtype instead, each addition rounded, in the kernels' order (accumulate.py).
     """
     policies.check(tie, nan)
+    accumulation.check(accumulate)
     plan, xw = _prepare(spec, x)
+    acc = accumulation.acc_dtype(accumulate, x.dtype)
     expected = x.shape[:2] + plan.geom.out_shape
     g = np.asarray(grad_output)
     if g.shape != expected:
         raise SpecError("grad_output", f"must have the forward output's shape {expected}, got {g.shape}")
     g = round_to(g.astype(np.float64, copy=False), x.dtype).astype(np.float64)
     if spec.is_max:
-        grad_p = max_pool.backward(plan, xw, g, tie, nan)
+        grad_p = max_pool.backward(plan, xw, g, tie, nan, acc)
     elif spec.op.endswith("avg_pool"):
-        grad_p = avg_pool.backward(spec, plan, xw, g)
+        grad_p = avg_pool.backward(spec, plan, xw, g, acc)
     else:
-        grad_p = lp_pool.backward(spec, plan, xw, g)
+        grad_p = lp_pool.backward(spec, plan, xw, g, acc)
     return round_to(plan.unpad(grad_p), x.dtype)

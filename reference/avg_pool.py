@@ -1,9 +1,11 @@
-"""avg_pool and adaptive_avg_pool: the window sum divided by a divisor, and its transpose."""
+"""avg_pool and adaptive_avg_pool: the window sum divided by a divisor, and its transpose.
+``acc`` is the dtype the sums are kept in (accumulate.py): float64 for the spec."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .accumulate import F64, scatter_taps, terms
 from .spec import PoolSpec
 from .taps import TapPlan
 
@@ -17,30 +19,32 @@ def divisor(spec: PoolSpec, plan: TapPlan) -> np.ndarray:
     return plan.geom.window_counts(which).astype(np.float64)
 
 
-def window_sum(plan: TapPlan, xw: np.ndarray, fn=None) -> np.ndarray:
-    """Sum over each window's real elements of ``fn(x)`` (x itself by default), float64."""
-    s = np.zeros(xw.shape[:2] + plan.geom.out_shape, dtype=np.float64)
-    for index, valid in plan.taps:
-        v = xw[index] if fn is None else fn(xw[index])
-        s += v if valid is None else np.where(valid, v, 0.0)
-    return s
+def window_sum(plan: TapPlan, xw: np.ndarray, fn=None, acc=F64) -> np.ndarray:
+    """Sum over each window's real elements of ``fn(x)`` (x itself by default), taps added in
+    window order in ``acc``; float64."""
+    s = np.zeros(xw.shape[:2] + plan.geom.out_shape, dtype=acc)
+    with np.errstate(over="ignore"):  # a sum in the dtype may overflow: that is the point
+        for index, valid in plan.taps:
+            v = xw[index] if fn is None else fn(xw[index])
+            s += terms(v if valid is None else np.where(valid, v, 0.0), acc)
+    return s.astype(np.float64, copy=False)
 
 
-def spread(plan: TapPlan, shape, per_window: np.ndarray, fn=None, xw=None) -> np.ndarray:
+def spread(plan: TapPlan, shape, per_window: np.ndarray, fn=None, xw=None, acc=F64) -> np.ndarray:
     """Transpose of window_sum: every real element of a window receives ``per_window``
-    (times ``fn(x)`` of that element when given)."""
-    grad_p = np.zeros(shape, dtype=np.float64)
+    (times ``fn(x)`` of that element when given), added in output-position order in ``acc``."""
+    per_tap = []
     for index, valid in plan.taps:
         v = per_window if fn is None else per_window * fn(xw[index])
-        plan.scatter(grad_p, index, v if valid is None else np.where(valid, v, 0.0))
-    return grad_p
+        per_tap.append(v if valid is None else np.where(valid, v, 0.0))
+    return scatter_taps(plan, shape, per_tap, acc)
 
 
-def forward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray) -> np.ndarray:
+def forward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, acc=F64) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return window_sum(plan, xw) / divisor(spec, plan)
+        return window_sum(plan, xw, acc=acc) / divisor(spec, plan)
 
 
-def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray) -> np.ndarray:
+def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, acc=F64) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return spread(plan, xw.shape, g / divisor(spec, plan))
+        return spread(plan, xw.shape, g / divisor(spec, plan), acc=acc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .accumulate import F64, scatter_add, scatter_taps
 from .taps import TapPlan
 
 
@@ -70,20 +71,23 @@ def forward(plan: TapPlan, xw: np.ndarray, tie: str, nan: str) -> np.ndarray:
     return np.where(sel >= 0, picked, -np.inf).astype(xw.dtype)
 
 
-def backward(plan: TapPlan, xw: np.ndarray, g: np.ndarray, tie: str, nan: str) -> np.ndarray:
-    """Gradient w.r.t. the padded input, float64."""
+def backward(plan: TapPlan, xw: np.ndarray, g: np.ndarray, tie: str, nan: str, acc=F64) -> np.ndarray:
+    """Gradient w.r.t. the padded input, float64; where windows share an element their
+    gradients are added in ``acc`` (accumulate.py)."""
     m = window_max(plan, xw, nan)
     if tie in ("first", "last"):
-        sel = selected_tap(plan, xw, m, tie, nan)
-        weights = np.where(sel >= 0, g, 0.0)
-        grad = np.bincount(plan.flat_index(sel, xw.shape).ravel(), weights=weights.ravel(),
-                           minlength=xw.size)
-        return grad.reshape(xw.shape)
+        return route(plan, xw.shape, selected_tap(plan, xw, m, tie, nan), g, acc)
     hits = [hit.copy() for _, hit in tap_hits(plan, xw, m, nan)]
     count = np.sum(hits, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = g if tie == "all" else g / count
-    grad_p = np.zeros(xw.shape, dtype=np.float64)
-    for (index, _), hit in zip(plan.taps, hits):
-        plan.scatter(grad_p, index, np.where(hit, share, 0.0))
-    return grad_p
+    return scatter_taps(plan, xw.shape, [np.where(hit, share, 0.0) for hit in hits], acc)
+
+
+def route(plan: TapPlan, shape, sel: np.ndarray, g: np.ndarray, acc=F64) -> np.ndarray:
+    """Gradient w.r.t. the padded input of ``shape``: each window's ``g`` to its selected tap
+    (none where ``sel`` is -1), added in output-position order in ``acc``. A selected padding
+    tap receives it in the padded border, which unpad drops."""
+    weights = np.where(sel >= 0, g, 0.0)
+    index = plan.flat_index(np.maximum(sel, 0), shape)
+    return scatter_add(int(np.prod(shape)), index, weights, acc).reshape(shape)

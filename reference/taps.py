@@ -2,8 +2,8 @@
 
 For tap ``t`` of the kernel, the elements every window reads form a strided slice of the
 padded input (a fancy index for adaptive bins), so a reduction over the window is a loop of
-``kernel volume`` array operations over the whole output, and a backward scatter is the same
-loop with ``+=`` into the padded gradient. This is the algorithm that keeps the reference
+``kernel volume`` array operations over the whole output, and a backward scatter adds through
+the flat index of every window's taps (accumulate.py). This is the algorithm that keeps the reference
 within a small factor of framework kernels (see benchmarks/).
 """
 
@@ -88,10 +88,3 @@ class TapPlan:
         windows = int(np.prod(self.geom.out_shape))
         per_window = (np.arange(windows, dtype=np.int64) * taps).reshape(self.geom.out_shape)
         return table.reshape(-1), per_window
-
-    def scatter(self, grad_p: np.ndarray, index: tuple, values: np.ndarray) -> None:
-        """grad_p[index] += values, correct also when the index repeats positions."""
-        if isinstance(index[2], slice):
-            grad_p[index] += values
-        else:
-            np.add.at(grad_p, index, values)

@@ -32,7 +32,7 @@ class Case:
 
     def candidates(self) -> list[Policy]:
         if self._candidates is None:
-            self._candidates = candidates(features(self.spec, self.x))
+            self._candidates = candidates(features(self.spec, self.x, self.grad_output))
         return self._candidates
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:

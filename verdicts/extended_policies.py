@@ -15,6 +15,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
   signed_zero    "ordered": +0 beats -0 (IEEE 754-2019 maximum, XLA's max)
   init           "lowest": the running maximum starts at the dtype's lowest finite value, so a
                  window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward)
+  accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
+                 order (reference/accumulate.py): the gradients of overlapping windows that
+                 meet at one element, and avg/lp's window sums; the only modifier of avg/lp
 Policies are ordered simplest first (fewest departures from the canonical spec); the first
 one that reproduces an outcome explains it.
 """
@@ -28,11 +31,14 @@ import ml_dtypes
 import numpy as np
 
 import reference
+from reference.accumulate import acc_dtype, routed_sums_exact
 from reference.dtypes import round_to, work_dtype
 from reference.geometry import resolve
+from reference.max_pool import route
 from reference.taps import TapPlan
 
 from . import selection
+from .compare import identical
 
 # Base rules in search order: the reference's eight, then the kernels' NaN rules.
 BASES = (
@@ -53,6 +59,7 @@ MODIFIERS = {
     "order": ("column_major",),
     "signed_zero": ("ordered",),
     "init": ("lowest",),
+    "accumulate": ("dtype",),
 }
 
 
@@ -66,6 +73,7 @@ class Policy:
     order: str = "row_major"
     signed_zero: str = "equal"
     init: str | None = None
+    accumulate: str | None = None
 
     def as_dict(self) -> dict:
         """{"tie", "nan"} plus the extended keys that depart from the default."""
@@ -82,6 +90,9 @@ class Policy:
 
     def evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
         """Forward and gradient of ``x`` under this policy, in x's dtype."""
+        if not spec.is_max:  # arithmetic: only where the sums are kept matters
+            return Result(reference.forward(spec, x, accumulate=self.accumulate),
+                          reference.backward(spec, x, g, accumulate=self.accumulate), lambda: True)
         if self.order == "column_major":
             axes = (0, 1, *range(x.ndim - 1, 1, -1))
             inner = dataclasses.replace(self, order="row_major")
@@ -92,13 +103,9 @@ class Policy:
             # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz.
             fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward if self.ftz == "daz"
                    else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
-            bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan)
+            bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
-        plan = TapPlan(resolve(spec, x.shape))
-        xw = plan.pad(xs.astype(work_dtype(x.dtype), copy=False))
-        pad_value = None if self.padding is None else float(self.padding)
-        best, sel = selection.scan(plan, xw, tie=self.tie, nan=self.nan, nan_tie=self.nan_tie,
-                                   signed_zero=self.signed_zero == "ordered", pad_value=pad_value)
+        plan, xw, best, sel = self._select(spec, xs)
         if self.init == "lowest":
             lowest = float(ml_dtypes.finfo(x.dtype).min)
             best = np.where((sel < 0) | (best < lowest), lowest, best)
@@ -107,10 +114,36 @@ class Policy:
             own = xo.reshape(-1)[plan.flat_index(np.maximum(sel, 0), xo.shape)]
             best = np.where((sel >= 0) & (own != best) & (best == 0), own, best)
         gw = np.asarray(g).astype(x.dtype).astype(np.float64)
-        grad = plan.unpad(selection.route(plan, xw.shape, sel, gw))
+        grad = plan.unpad(route(plan, xw.shape, sel, gw, acc_dtype(self.accumulate, x.dtype)))
         xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
         return Result(round_to(best, x.dtype), round_to(grad, x.dtype),
                       lambda: selection_valid(plan, xo, sel))
+
+
+    def _select(self, spec, xs: np.ndarray):
+        """(plan, padded input, best value, selected tap or -1) of a first/last-type policy."""
+        plan = TapPlan(resolve(spec, xs.shape))
+        xw = plan.pad(xs.astype(work_dtype(xs.dtype), copy=False))
+        pad_value = None if self.padding is None else float(self.padding)
+        best, sel = selection.scan(plan, xw, tie=self.tie, nan=self.nan, nan_tie=self.nan_tie,
+                                   signed_zero=self.signed_zero == "ordered", pad_value=pad_value)
+        return plan, xw, best, sel
+
+    def jvp(self, spec, x: np.ndarray, tangent: np.ndarray) -> np.ndarray:
+        """Forward mode along ``tangent`` under this policy, in x's dtype: the gather through
+        the selection that evaluate()'s gradient scatters through (a selected padding tap, or
+        none, carries tangent 0)."""
+        if self.order == "column_major":
+            axes = (0, 1, *range(x.ndim - 1, 1, -1))
+            inner = dataclasses.replace(self, order="row_major")
+            return inner.jvp(reversed_spec(spec), x.transpose(axes), tangent.transpose(axes)).transpose(axes)
+        xs = flush_subnormals(x) if self.ftz else x
+        if self.tie in ("all", "split"):
+            return reference.jvp(spec, xs, tangent, tie=self.tie, nan=self.nan)
+        plan, _, _, sel = self._select(spec, xs)
+        tw = plan.pad(np.asarray(tangent).astype(x.dtype).astype(np.float64))
+        picked = tw.reshape(-1)[plan.flat_index(np.maximum(sel, 0), tw.shape)]
+        return round_to(np.where(sel >= 0, picked, 0.0), x.dtype)
 
 
 @dataclasses.dataclass
@@ -174,14 +207,20 @@ def mask_answer_valid(policy: Policy, spec, x: np.ndarray, xs: np.ndarray) -> bo
     return policy.tie == "split" or bool((sum(h.astype(np.int64) for h in hits) <= 1).all())
 
 
-def features(spec, x: np.ndarray) -> dict:
+def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
     """Which policy dimensions can change any result on this case (the others are skipped)."""
+    if not spec.is_max:
+        return {"selection": False, "nan": False, **{name: False for name in MODIFIERS},
+                "accumulate": accumulation_matters(spec, x, g)}
     geom = resolve(spec, x.shape)
     xf = x.astype(np.float64)
     tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     has_nan = bool(np.isnan(xf).any())
     zeros = xf[xf == 0]
+    plan = TapPlan(geom)
     return {
+        "selection": True,
+        "accumulate": not routed_sums_exact(plan, plan.pad(x).shape, x.dtype, np.asarray(g).astype(x.dtype)),
         "nan": has_nan,
         "ftz": bool(((np.abs(xf) < tiny) & (xf != 0)).any()),
         "padding": any(bool((a.in_padded & ~a.in_input).any()) for a in geom.axes),
@@ -191,9 +230,21 @@ def features(spec, x: np.ndarray) -> dict:
     }
 
 
+def accumulation_matters(spec, x: np.ndarray, g: np.ndarray) -> bool:
+    """avg/lp: whether sums kept in the dtype change the forward or the gradient (the
+    reference both ways, compared bit for bit; float64 never differs)."""
+    if x.dtype == np.float64:
+        return False
+    with np.errstate(all="ignore"):
+        return not all(identical(f(spec, x, *args, accumulate="dtype"), f(spec, x, *args))
+                       for f, args in ((reference.forward, ()), (reference.backward, (g,))))
+
+
 def candidates(feat: dict) -> list[Policy]:
-    """Every policy that can differ on a case with these features, simplest first."""
+    """Every policy that can differ on a case with these features, simplest first. avg/lp have
+    no selection: their one base is the canonical policy."""
     bases = [b for b in BASES if feat["nan"] or (b[1] == "propagate" and b[2] is None)]
+    bases = bases if feat["selection"] else bases[:1]
     mods = [(name, v) for name, values in MODIFIERS.items() if feat[name] for v in values]
     combos = [c for r in range(len(mods) + 1) for c in itertools.combinations(mods, r)
               if len({name for name, _ in c}) == r]

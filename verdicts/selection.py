@@ -86,12 +86,3 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
         np.copyto(best, v, where=better)
         np.copyto(sel, t, where=better)
     return best, sel
-
-
-def route(plan: TapPlan, shape, sel: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Gradient w.r.t. the padded input: each window's ``g`` to its selected tap (float64).
-    A selected padding tap receives it in the padded border, which unpad drops."""
-    grad_p = np.zeros(shape, dtype=np.float64)
-    for t, (index, _) in enumerate(plan.taps):
-        plan.scatter(grad_p, index, np.where(sel == t, g, 0.0))
-    return grad_p

@@ -1,0 +1,84 @@
+"""Where the reference's sums are accumulated (SPEC.md, "Dtypes and rounding").
+
+The spec sums in float64 and rounds once (``accumulate=None``). ``"dtype"`` is what a kernel
+computes whose accumulator is the input dtype: every addition rounded to the dtype (so float16
+2048 + 1 + 1 + 1 stays 2048, and a float16 window of four 40000s sums to inf), in the order
+the kernels add: a window's taps in window order (forward sums), and the windows reaching one
+input element in output-position order (row-major over the output: the gradient scatter loops
+of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
+reduce_window sum all visit output positions that way).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .dtypes import round_to
+from .errors import SpecError
+
+ACCUMULATIONS = (None, "dtype")
+F64 = np.dtype(np.float64)
+
+
+def check(accumulate) -> None:
+    if accumulate not in ACCUMULATIONS:
+        raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, "
+                                      f"one rounding) or 'dtype' (every addition rounded to the input dtype)")
+
+
+def acc_dtype(accumulate, dtype) -> np.dtype:
+    """The dtype the sums are kept in."""
+    return F64 if accumulate is None else np.dtype(dtype)
+
+
+def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """Summands as the accumulator sees them: rounded once to ``acc`` (a kernel computes each
+    term, x ** p or g / divisor, in its dtype)."""
+    if acc == F64:
+        return values
+    with np.errstate(over="ignore", invalid="ignore"):
+        return round_to(np.asarray(values, dtype=np.float64), acc)
+
+
+def scatter_add(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """Float64 array of ``size``: ``values`` added at ``flat_index``, in the arrays' C order
+    (output position, then tap) and in ``acc``, each addition rounded to it."""
+    if acc == F64:
+        return np.bincount(flat_index.ravel(), weights=values.ravel(), minlength=size)
+    out = np.zeros(size, dtype=acc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.add.at(out, flat_index.ravel(), terms(values.ravel(), acc))
+    return out.astype(np.float64)
+
+
+def scatter_taps(plan, shape, per_tap, acc: np.dtype) -> np.ndarray:
+    """Gradient w.r.t. the padded input of ``shape``: ``per_tap[t]`` (an output-shaped array)
+    added at tap ``t`` of every window, in output-position order."""
+    out_shape = shape[:2] + plan.geom.out_shape
+    index = np.stack([plan.flat_index(np.full(out_shape, t), shape) for t in range(len(plan.taps))], axis=-1)
+    values = np.stack([np.broadcast_to(v, out_shape) for v in per_tap], axis=-1)
+    return scatter_add(int(np.prod(shape)), index, values, acc).reshape(shape)
+
+
+def routed_sums_exact(plan, padded_shape, dtype, g: np.ndarray) -> bool:
+    """Whether every sum a max-type backward can form is exact in ``dtype``, whatever the
+    routing and the order: a subset of the gradients of the windows sharing an input element
+    adds up to a multiple of their common power-of-two quantum no larger than all of them
+    together, so it is exact when that total is finite in the dtype and at most 2 ** precision
+    quanta. (The routing probe passes; large + small gradients do not.) ``g``: the upstream
+    gradient in ``dtype``; ``padded_shape``: the shape of the padded input."""
+    g = np.abs(np.asarray(g, dtype=np.float64))
+    if not np.isfinite(g).all():
+        return False
+    nonzero = g[g != 0]
+    if nonzero.size == 0:
+        return True
+    info = ml_dtypes.finfo(dtype)
+    mant, exp = np.frexp(nonzero)
+    units = (mant * 2.0 ** 53).astype(np.int64)
+    quantum = float(np.min(np.ldexp((units & -units).astype(np.float64), exp - 53)))
+    reach = scatter_taps(plan, padded_shape, [g if valid is None else np.where(valid, g, 0.0)
+                                              for _, valid in plan.taps], F64)
+    total = float(reach.max(initial=0.0))
+    return total <= float(info.max) and total <= 2.0 ** (info.nmant + 1) * quantum

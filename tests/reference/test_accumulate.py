@@ -1,0 +1,89 @@
+"""The reference's accumulation option: float64 and one rounding by default, sums kept in the
+input dtype with ``accumulate="dtype"``. Expected values are derived by hand in the comments."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from reference import PoolSpec, SpecError, backward, forward
+from reference.accumulate import routed_sums_exact
+from reference.geometry import resolve
+from reference.taps import TapPlan
+
+
+def arr(values, dtype):
+    return np.asarray(values, dtype=np.float64).reshape(1, 1, -1).astype(dtype)
+
+
+def spec_of(dtype, **kw):
+    return PoolSpec.from_dict({"kernel_size": 3, "stride": 1, "dtype": dtype, **kw})
+
+
+def test_max_scatter_in_float16_output_order():
+    spec = spec_of("float16", op="max_pool")
+    x = arr([0, 1, 5, 2, 0, 0], np.float16)  # 5 wins windows 0, 1, 2; 2 wins window 3
+    g = arr([2048, 1, 1, 1], np.float16)
+    assert backward(spec, x, g).tolist() == [[[0, 0, 2050, 1, 0, 0]]]
+    assert backward(spec, x, g, accumulate="dtype").tolist() == [[[0, 0, 2048, 1, 0, 0]]]
+    g_late = arr([1, 1, 2048, 1], np.float16)  # 1 + 1 + 2048 = 2050: exact in this order
+    assert backward(spec, x, g_late, accumulate="dtype").tolist() == [[[0, 0, 2050, 1, 0, 0]]]
+
+
+@pytest.mark.parametrize("tie", ["first", "last", "all", "split"])
+def test_every_tie_rule_scatters_in_the_dtype(tie):
+    spec = spec_of("bfloat16", op="max_pool")
+    x = arr([0, 1, 5, 2, 0, 0], ml_dtypes.bfloat16)
+    g = arr([256, 1, 1, 1], ml_dtypes.bfloat16)  # 256 + 1 + 1 stays 256 in bfloat16; 258 exact
+    assert backward(spec, x, g, tie=tie, accumulate="dtype").astype(float).tolist() == [[[0, 0, 256, 1, 0, 0]]]
+    assert backward(spec, x, g, tie=tie).astype(float).tolist() == [[[0, 0, 258, 1, 0, 0]]]
+
+
+def test_avg_window_sum_overflows_in_float16():
+    spec = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 4, "dtype": "float16"})
+    x = arr([40000, 40000, 40000, 40000], np.float16)
+    assert forward(spec, x).tolist() == [[[40000]]]
+    assert forward(spec, x, accumulate="dtype").tolist() == [[[np.inf]]]
+
+
+def test_avg_backward_adds_the_windows_shares_in_the_dtype():
+    spec = spec_of("float16", op="avg_pool", divisor_override=1)
+    x = arr(np.zeros(5), np.float16)
+    g = arr([2048, 1, 1], np.float16)  # element 2 is in all three windows: 2048 + 1 + 1
+    # element 1 gets 2048 + 1 = 2049, a float16 tie that rounds to even 2048 either way;
+    # element 2 gets 2050 in float64, but 2048 when each addition is rounded
+    assert backward(spec, x, g).tolist() == [[[2048, 2048, 2050, 2, 1]]]
+    assert backward(spec, x, g, accumulate="dtype").tolist() == [[[2048, 2048, 2048, 2, 1]]]
+
+
+def test_lp_power_sum_overflows_in_float16():
+    spec = PoolSpec.from_dict({"op": "lp_pool", "kernel_size": 2, "norm_type": 2, "dtype": "float16"})
+    x = arr([200, 200], np.float16)  # 40000 + 40000 overflows float16; sqrt(80000) does not
+    assert forward(spec, x).tolist() == [[[np.float16(np.sqrt(80000.0))]]]
+    assert forward(spec, x, accumulate="dtype").tolist() == [[[np.inf]]]
+    # the gradient goes through inf ** (1/2 - 1) = 0
+    assert backward(spec, x, arr([1], np.float16), accumulate="dtype").tolist() == [[[0, 0]]]
+
+
+def test_float64_is_the_same_both_ways():
+    spec = spec_of("float64", op="avg_pool")
+    x = np.random.default_rng(0).normal(size=(2, 3, 9))
+    g = np.random.default_rng(1).normal(size=(2, 3, 7))
+    assert np.array_equal(backward(spec, x, g), backward(spec, x, g, accumulate="dtype"))
+    assert np.array_equal(forward(spec, x), forward(spec, x, accumulate="dtype"))
+
+
+def test_unknown_accumulation_names_the_field():
+    spec = spec_of("float32", op="avg_pool")
+    with pytest.raises(SpecError, match="accumulate"):
+        forward(spec, arr([1, 2, 3], np.float32), accumulate="float8")
+
+
+def test_routed_sums_exact_bounds_every_subset():
+    spec = spec_of("float16", op="max_pool")
+    x = arr(np.zeros(6), np.float16)
+    plan = TapPlan(resolve(spec, x.shape))
+    shape = plan.pad(x).shape
+    assert routed_sums_exact(plan, shape, np.float16, arr([1, 2, 4, 8], np.float16))
+    assert routed_sums_exact(plan, shape, np.float16, arr([1024, 512, 512, 1], np.float16))  # <= 2048 quanta
+    assert not routed_sums_exact(plan, shape, np.float16, arr([2048, 1, 1, 1], np.float16))
+    assert not routed_sums_exact(plan, shape, np.float16, arr([40000, 40000, 1, 1], np.float16))  # overflows

@@ -1,0 +1,84 @@
+"""The accumulation policy: sums kept in the input dtype, in output-position order, explain
+kernels that add in float16/bfloat16, and only where float64 accumulation does not. Expected
+arrays are derived by hand in the comments."""
+
+import math
+
+import numpy as np
+
+from adapters.base import OK, Outcome
+from verdict_cases import case, outcome, under
+from verdicts import classify
+from verdicts.case import Case
+from verdicts.extended_policies import features
+
+K3S1 = {"op": "max_pool", "kernel_size": 3, "stride": 1}
+ROW = [0, 1, 5, 2, 0, 0]  # windows [0 1 5] [1 5 2] [5 2 0] [2 0 0]: 5 wins three, 2 the last
+
+
+def with_grad(spec, x, values):
+    return np.asarray(values, dtype=np.float64).reshape(1, 1, -1).astype(x.dtype)
+
+
+def test_float16_large_then_small_is_named():
+    spec, x, _ = case(K3S1, ROW, "float16")
+    g = with_grad(spec, x, [2048, 1, 1, 1])
+    # float16 in output order: 2048 + 1 = 2049 rounds to 2048 (ties to even), + 1 again 2048;
+    # float64: 2050, exact in float16. The last window's 1 goes to the 2.
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
+    assert (v.verdict, v.policy) == ("policy", {"tie": "first", "nan": "propagate", "accumulate": "dtype"})
+    assert v.valid_subgradient
+
+
+def test_bfloat16_large_then_small_is_named():
+    spec, x, _ = case(K3S1, ROW, "bfloat16")
+    g = with_grad(spec, x, [256, 1, 1, 1])
+    # bfloat16 (8 significant bits): 256 + 1 + 1 stays 256; float64 258 is exact.
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 256, 1, 0, 0]))
+    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype"
+
+
+def test_the_order_is_output_order():
+    spec, x, _ = case(K3S1, ROW, "float16")
+    g = with_grad(spec, x, [1, 1, 2048, 1])
+    # in output order 1 + 1 + 2048 = 2050 is exact: float64 explains it, no policy needed
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2050, 1, 0, 0]))
+    assert v.verdict == "conforms"
+    # 2048 + 1 + 1 (the reverse order) is no policy of the search
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
+    assert v.verdict == "wrong"
+
+
+def test_float64_accumulation_is_preferred_where_both_agree():
+    spec, x, _ = case(K3S1, ROW, "float16")
+    g = with_grad(spec, x, [2048, 2, 2, 1])  # 2048 + 2 + 2 is exact in float16
+    v = classify(spec, x, g, under(spec, x, g))
+    assert v.verdict == "conforms"
+
+
+def test_features_gate_accumulation_on_inexact_sums_only():
+    spec, x, probe = case(K3S1, ROW, "float16")
+    assert not features(spec, x, probe)["accumulate"]          # the routing probe is exact
+    assert features(spec, x, with_grad(spec, x, [2048, 1, 1, 1]))["accumulate"]
+    spec64, x64, _ = case(K3S1, ROW, "float64")
+    assert not features(spec64, x64, with_grad(spec64, x64, [2048, 1, 1, 1]))["accumulate"]
+    searched = Case(spec, x, probe).candidates()
+    assert all(p.accumulate is None for p in searched)
+
+
+def test_avg_sum_that_overflows_in_float16_is_named():
+    spec, x, g = case({"op": "avg_pool", "kernel_size": 4}, [40000, 40000, 40000, 40000], "float16")
+    # float16: 40000 + 40000 = 80000 > 65504 is inf, and inf / 4 stays inf; float64: 40000
+    v = classify(spec, x, g, outcome(spec, x, [math.inf], under(spec, x, g).grad_input))
+    assert (v.verdict, v.forward_policy["accumulate"], v.policy["accumulate"]) == ("policy", "dtype", "dtype")
+    assert v.valid_subgradient is None
+    v = classify(spec, x, g, outcome(spec, x, [20000], under(spec, x, g).grad_input))
+    assert v.verdict == "wrong"
+
+
+def test_avg_search_is_skipped_where_sums_are_exact():
+    spec, x, g = case({"op": "avg_pool", "kernel_size": 2}, [1, 2, 3, 4], "float16")
+    assert not features(spec, x, g)["accumulate"]
+    assert Case(spec, x, g).candidates() == [Case(spec, x, g).candidates()[0]]
+    assert classify(spec, x, g, Outcome(OK, *[np.full_like(a, 7) for a in (
+        under(spec, x, g).forward, x)])).verdict == "wrong"
