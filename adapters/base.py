@@ -50,20 +50,42 @@ class Outcome:
                                            # as the framework defines it (documented per adapter)
     message: str = ""
     info: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. device name, compile count
+    # AD modes (the optional ``jvp`` / ``double_backward`` methods below):
+    tangent_output: np.ndarray | None = None    # (N, C, *out): forward-mode derivative along the tangent
+    grad_grad_output: np.ndarray | None = None  # (N, C, *out): d/d grad_output of sum(grad_input * v)
+    grad_grad_input: np.ndarray | None = None   # (N, C, *spatial): d/d input of sum(grad_input * v)
 
     def split(self, sizes: list[int]) -> list["Outcome"]:
         """Split a batched outcome back into per-case outcomes along N."""
         if self.status != OK:
             return [dataclasses.replace(self) for _ in sizes]
         bounds = np.cumsum([0, *sizes])
-        def part(a, i):
-            return None if a is None else a[bounds[i]:bounds[i + 1]]
-        return [dataclasses.replace(self, forward=part(self.forward, i), grad_input=part(self.grad_input, i),
-                                    indices=part(self.indices, i)) for i in range(len(sizes))]
+        return [dataclasses.replace(self, **{name: getattr(self, name)[bounds[i]:bounds[i + 1]]
+                                             for name in ARRAY_FIELDS if getattr(self, name) is not None})
+                for i in range(len(sizes))]
+
+
+ARRAY_FIELDS = ("forward", "grad_input", "indices", "tangent_output", "grad_grad_output", "grad_grad_input")
+# The adapter methods a worker can be asked to run, with the arrays each takes after x and
+# grad_output; "run" is required, the AD modes are optional (absent: unsupported).
+METHODS = {"run": (), "jvp": ("tangent",), "double_backward": ("v",)}
 
 
 class Adapter:
-    """What an adapter module's ``ADAPTER`` provides (duck-typed; subclassing is optional)."""
+    """What an adapter module's ``ADAPTER`` provides (duck-typed; subclassing is optional).
+
+    Optional AD modes (an adapter without one answers UNSUPPORTED for it; a framework that
+    has no rule answers UNSUPPORTED with its own message, see unsupported_rule). ``tangent``
+    and ``v`` have x's shape and dtype and come from the case, like grad_output:
+
+    ``jvp(spec, variant, device, x, grad_output, tangent) -> Outcome``: forward,
+    tangent_output (forward mode along ``tangent``) and grad_input (reverse mode of the same
+    function, so the two modes are compared within one call).
+
+    ``double_backward(spec, variant, device, x, grad_output, v) -> Outcome``: grad_input, and
+    the gradients of sum(grad_input * v), the backward built differentiably, with respect to
+    grad_output (grad_grad_output) and to x (grad_grad_input).
+    """
 
     framework: str
     variants: tuple[str, ...]
@@ -83,3 +105,11 @@ class Adapter:
     def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
         """Forward and dX for L = sum(forward(x) * grad_output), or unsupported/error."""
         raise NotImplementedError
+
+
+def unsupported_rule(error: Exception) -> bool:
+    """Whether a framework raised because it has no derivative rule for this mode (torch and
+    JAX raise NotImplementedError, TensorFlow LookupError 'No gradient defined'; torch.compile's
+    AOTAutograd refuses double backward by name)."""
+    return isinstance(error, (NotImplementedError, LookupError)) or any(
+        s in str(error) for s in ("double backward", "requires create_graph=False"))

@@ -74,12 +74,16 @@ class WorkerPool:
         return self._descriptions[framework]
 
     def run_group(self, target: Target, spec, xs: list[np.ndarray], gs: list[np.ndarray],
-                  timeout_s: float) -> list[Outcome]:
+                  timeout_s: float, method: str = "run", extras: list[tuple] | None = None) -> list[Outcome]:
         """One Outcome per case. Cases whose x and grad_output agree in dtype and in shape past
         N are stacked along N and run as one worker call with ``timeout_s`` for the call; if
         that call crashes or raises, each case is rerun by itself (in a call of the same shape)
         so only the failing ones get CRASH / ERROR.
+
+        ``method`` is the adapter method (base.METHODS); ``extras`` the further arrays it takes,
+        one tuple per case (the AD modes' tangent or v, x's shape), stacked like x.
         """
+        extras = extras or [()] * len(xs)
         desc = self.describe(target.framework)
         if desc["status"] != OK:
             return [Outcome(desc["status"], message=desc["message"]) for _ in xs]
@@ -88,42 +92,46 @@ class WorkerPool:
             return [Outcome(NO_DEVICE, message=f"no {what} present for {target.framework}") for _ in xs]
         results: list[Outcome | None] = [None] * len(xs)
         for members in _stackable(xs, gs):
+            call = _Call(method, [extras[i] for i in members])
             outcomes = self._run_stacked(target, spec, [xs[i] for i in members], [gs[i] for i in members],
-                                         timeout_s)
+                                         timeout_s, call)
             for i, outcome in zip(members, outcomes):
                 results[i] = outcome
         return results
 
-    def _run_stacked(self, target, spec, xs, gs, timeout_s) -> list[Outcome]:
+    def _run_stacked(self, target, spec, xs, gs, timeout_s, call) -> list[Outcome]:
         x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
-        outcome = self._call(target, spec, x, g, timeout_s)
+        outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
         if outcome.status in (CRASH, ERROR) and len(xs) > 1:
             # One member's input can fail the whole call (torch.compile's max_pool kernels
             # assert on an all -inf padded window): each case is rerun on its own, so only the
             # cases that fail by themselves are recorded as failing.
-            return [self._alone(target, spec, xi, gi, len(x), timeout_s) for xi, gi in zip(xs, gs)]
+            return [self._alone(target, spec, xi, gi, len(x), timeout_s, call.member(i))
+                    for i, (xi, gi) in enumerate(zip(xs, gs))]
         return outcome.split([len(x) for x in xs])
 
-    def _alone(self, target, spec, x, g, planes, timeout_s) -> Outcome:
+    def _alone(self, target, spec, x, g, planes, timeout_s, call) -> Outcome:
         """``x`` in a call of the group's shape, its own planes repeated to fill it: a compiled
         variant reuses the group's compilation (and kernel choice), and no other case's
         values take part."""
         if len(x) == 0 or len(x) == planes:
-            outcome = self._call(target, spec, x, g, timeout_s)
+            outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
         else:
             reps = -(-planes // len(x))
-            outcome = self._call(target, spec, np.concatenate([x] * reps)[:planes],
-                                 np.concatenate([g] * reps)[:planes], timeout_s)
+            def fill(a):
+                return np.concatenate([a] * reps)[:planes]
+            outcome = self._call(target, spec, fill(x), fill(g), timeout_s, call.method,
+                                 tuple(map(fill, call.stacked())))
             outcome = outcome.split([len(x), planes - len(x)])[0]
         outcome.info["alone"] = True
         return outcome
 
-    def _call(self, target, spec, x, g, timeout_s) -> Outcome:
+    def _call(self, target, spec, x, g, timeout_s, method="run", extra=()) -> Outcome:
         worker = self._workers[target.framework]
         try:
             if not worker.alive:
                 worker.start(self.start_timeout_s)
-            outcome = worker.run(spec, target.variant, target.device, x, g, timeout_s)
+            outcome = worker.run(spec, target.variant, target.device, x, g, timeout_s, method, extra)
         except Lost as lost:
             outcome = Outcome(lost.status, message=lost.message)
         # Kernels can be chosen by size (XLA CPU's 3-D max pooling stops propagating NaN in
@@ -149,6 +157,19 @@ class WorkerPool:
             worker.hang_up()  # all exit in parallel; framework teardown takes seconds each
         for worker in self._workers.values():
             worker.stop()
+
+
+class _Call:
+    """The method of a stacked call and its members' further arrays."""
+
+    def __init__(self, method: str, extras: list[tuple]):
+        self.method, self.extras = method, extras
+
+    def stacked(self) -> tuple:
+        return tuple(parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*self.extras))
+
+    def member(self, i: int) -> "_Call":
+        return _Call(self.method, [self.extras[i]])
 
 
 def _stackable(xs, gs) -> list[list[int]]:

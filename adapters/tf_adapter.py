@@ -19,6 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["KERAS_BACKEND"] = "tensorflow"
 
 import dataclasses  # noqa: E402
+import functools  # noqa: E402
 from typing import Any  # noqa: E402
 
 import keras  # noqa: E402
@@ -27,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 
 from reference.geometry import resolve, same_padding  # noqa: E402
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome  # noqa: E402
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -151,6 +152,28 @@ def _forward_backward(pool, x, g):
     return y, tape.gradient(y, x, output_gradients=g), idx
 
 
+def _reverse(pool, x, g) -> dict:
+    y, dx, idx = _forward_backward(pool, x, g)
+    return {"forward": y, "grad_input": dx, "indices": idx}
+
+
+def _jvp(pool, x, g, tangent) -> dict:
+    with tf.autodiff.ForwardAccumulator(x, tangent) as acc:
+        y, _ = pool(x)
+    # unconnected_gradients: TF's own zeros where nothing reaches the output
+    y_t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {"forward": y, "tangent_output": y_t, "grad_input": _forward_backward(pool, x, g)[1]}
+
+
+def _double_backward(pool, x, g, v) -> dict:
+    with tf.GradientTape() as outer:
+        outer.watch([x, g])
+        dx = _forward_backward(pool, x, g)[1]
+    by_g, by_x = outer.gradient(dx, [g, x], output_gradients=v,
+                                unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
 def _onednn_enabled() -> bool | None:
     """Effective oneDNN state (TF_ENABLE_ONEDNN_OPTS and platform default), via TF's own probe."""
     try:
@@ -192,19 +215,30 @@ class TensorFlowAdapter:
         env.update({k: os.environ[k] for k in _ENV_SWITCHES if k in os.environ})
         return env
 
-    def _compiled(self, variant, call, dtype, shape):
-        key = (variant, call, dtype, shape)
+    def _compiled(self, variant, call, dtype, shape, mode):
+        key = (variant, call, dtype, shape, mode)
         if key not in self._traced:
             pool = _pool_fn(call, dtype)
 
-            def traced(x, g):
-                result = _forward_backward(pool, x, g)
+            def traced(*arrays):
+                result = mode(pool, *arrays)
                 self.compiles += 1   # Python side effect: once per completed trace, never per call
                 return result
             self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
         return self._traced[key]
 
     def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
+        return self._mode(_reverse, spec, variant, device, x, grad_output)
+
+    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
+        """tf.autodiff.ForwardAccumulator for the tangent, GradientTape for the gradient."""
+        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
+
+    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
+        """A GradientTape around the GradientTape that computes dX."""
+        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
+
+    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
         if variant not in VARIANTS:
             raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
@@ -219,22 +253,18 @@ class TensorFlowAdapter:
         info = {"device": device, "api": call.api}
         try:
             with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
-                xt = tf.constant(np.transpose(x, to_last))
-                gt = tf.constant(np.transpose(grad_output, to_last))
+                tensors = [tf.constant(np.transpose(a, to_last)) for a in (x, grad_output, *extra)]
                 if variant in ("function", "xla"):
-                    fn = self._compiled(variant, call, x.dtype, x.shape)
+                    fn = self._compiled(variant, call, x.dtype, x.shape, mode)
                 else:
-                    pool = _pool_fn(call, x.dtype)
-                    fn = lambda a, b: _forward_backward(pool, a, b)  # noqa: E731
-                y, dx, idx = fn(xt, gt)
-                y, dx = y.numpy(), dx.numpy()
-                idx = None if idx is None else idx.numpy()
+                    fn = functools.partial(mode, _pool_fn(call, x.dtype))
+                arrays = {k: np.transpose(t.numpy(), to_first) for k, t in fn(*tensors).items() if t is not None}
         except Exception as e:  # any TF failure is the framework's answer, reported as such
             info["compiles"] = self.compiles
-            return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
+            status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
+            return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
         info["compiles"] = self.compiles
-        return Outcome(OK, forward=np.transpose(y, to_first), grad_input=np.transpose(dx, to_first),
-                       indices=None if idx is None else np.transpose(idx, to_first), info=info)
+        return Outcome(OK, info=info, **arrays)
 
 
 ADAPTER = TensorFlowAdapter()

@@ -7,8 +7,8 @@ message quotes. Requests and replies are pickled over a multiprocessing Connecti
 arrays, ml_dtypes bfloat16 included, survive the trip unchanged.
 
 Protocol: the child first sends ("ready", description) or ("failed", message); then for each
-request tuple (spec, variant, device, x, grad_output) it sends one Outcome. End of the
-connection tells it to exit.
+request tuple (method, spec, variant, device, x, grad_output, *extra) it sends one Outcome of
+``adapter.<method>`` (base.METHODS). End of the connection tells it to exit.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from .base import CRASH, ERROR, OK, TIMEOUT, Outcome
+from .base import CRASH, ERROR, METHODS, OK, TIMEOUT, UNSUPPORTED, Outcome
 
 _SPAWN = multiprocessing.get_context("spawn")
 _TAIL_CHARS = 2000
@@ -58,9 +58,12 @@ def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
         _reply(conn, _run(adapter, *request))
 
 
-def _run(adapter, spec, variant, device, x, grad_output) -> Outcome:
+def _run(adapter, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+    fn = getattr(adapter, method, None) if method in METHODS else None
+    if fn is None:
+        return Outcome(UNSUPPORTED, message=f"the {adapter.framework} adapter has no {method}")
     try:
-        return adapter.run(spec, variant, device, x, grad_output)
+        return fn(spec, variant, device, x, grad_output, *extra)
     except Exception as e:
         return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
 
@@ -111,9 +114,10 @@ class Worker:
             raise Lost(ERROR, payload)
         return {**payload, "startup_s": round(time.perf_counter() - began, 3)}
 
-    def run(self, spec, variant, device, x, grad_output, timeout_s: float) -> Outcome:
+    def run(self, spec, variant, device, x, grad_output, timeout_s: float, method: str = "run",
+            extra: tuple = ()) -> Outcome:
         try:
-            self._conn.send((spec, variant, device, x, grad_output))
+            self._conn.send((method, spec, variant, device, x, grad_output, *extra))
         except (BrokenPipeError, ConnectionResetError):
             raise self._lose(CRASH, f"running {variant}/{device}")
         return self._receive(timeout_s, f"running {variant}/{device}")

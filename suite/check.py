@@ -13,6 +13,7 @@ from adapters.base import OK, Outcome, Target
 from cases.findings import Judgement, Knowledge, Machine, policy_text
 from reference.properties import case_properties as properties_of
 from reports.records import encode_array
+from verdicts import ad_modes
 from verdicts.case import case_for
 from verdicts.compare import identical
 
@@ -30,22 +31,31 @@ def op_name(case) -> str:
 
 
 def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge: Knowledge,
-          duration_s: float, machine: Machine = Machine()) -> Checked:
+          duration_s: float, machine: Machine = Machine(), mode: str = "backward") -> Checked:
+    """``mode``: the derivative checked, "backward" or an AD mode (verdicts.ad_modes.MODES)."""
     first, repeats = outcomes[0], outcomes[1:]
     # The verdict and its policy come from the arrays alone (the policy search's canonical
     # choice), whatever the knowledge base says: one behaviour, one label.
     fw = registry.FRAMEWORKS.get(target.framework)
-    v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
-                          index_layout=fw.index_layouts.get(target.variant) if fw else None)
     ref = case_for(case.spec, case.input, case.grad_output, case.id)
+    if mode == "backward":
+        v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
+                              index_layout=fw.index_layouts.get(target.variant) if fw else None)
+    else:
+        v = ad_modes.classify_mode(mode, case.spec, case.input, case.grad_output, first, cache_key=case.id)
 
     def holds(forward: dict, gradient: dict) -> bool:
         if first.status != OK or not case.spec.is_max:
             return False
+        if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's
+            return (identical(verdicts.Policy(**forward).jvp(case.spec, case.input, ad_modes.direction(case.spec, case.input)),
+                              ad_modes.derivative(mode, first))
+                    and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
         return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
 
-    candidates = knowledge.for_target(target.framework, target.variant, target.device, version or "", machine)
+    candidates = [f for f in knowledge.for_target(target.framework, target.variant, target.device, version or "", machine)
+                  if mode in f.modes]
     properties = case_properties(case)
     # What the other cases of the framework call were, for kernels that write across cases; a
     # replayed record brings them along (call_properties).
@@ -68,6 +78,10 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     # The reference's results are the case's, whatever the target did (written once per case).
     v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
     record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties))
+    if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
+        record["mode"] = mode
+        record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
+                      expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output)))
     return Checked(j.outcome, message, record, j)
 
 

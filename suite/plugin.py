@@ -15,6 +15,16 @@ class ConformancePlugin:
         self.state = state
         self.summary_lines: list[str] = []
 
+    def pytest_generate_tests(self, metafunc):
+        """test_jvp / test_double_backward: the (case, target) pairs the AD modes check."""
+        if "mode_case" in metafunc.fixturenames and "mode_target" in metafunc.fixturenames:
+            from . import scheduling
+            from .ad_modes import selected
+            pairs = selected(self.state.cases(), self.state.targets, metafunc.config.getoption("ad_modes"))
+            metafunc.parametrize(["mode_case", "mode_target"], [
+                pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
+                for c, t in pairs])
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # With xdist this runs in the controller, which receives the workers' reports.

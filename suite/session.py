@@ -46,6 +46,7 @@ class RunState:
         self._pool = None
         self._cold_cache = None
         self._runner = None
+        self._mode_runners: dict = {}
         self._described: dict[str, dict] = {}
         self.frameworks_seen: dict[str, dict] = {}
         self.counts: dict[tuple[str, str], int] = {}
@@ -100,16 +101,28 @@ class RunState:
     def machine(self, framework: str) -> findings.Machine:
         return machine_of(framework, self.describe(framework).get("environment"))
 
-    def run_check(self, case, target, node):
+    def mode_runner(self, mode: str):
+        """The batched runner of one AD mode, its groups being that mode's collected tests."""
+        if mode not in self._mode_runners:
+            from .ad_modes import ModeRunner
+            runner = ModeRunner(self.runner.pool, mode, timeout_s=self.config.getoption("case_timeout"))
+            for item in self.items:
+                if getattr(item, "originalname", None) == f"test_{mode}":
+                    runner.register(item.callspec.params["mode_case"], item.callspec.params["mode_target"])
+            self._mode_runners[mode] = runner
+        return self._mode_runners[mode]
+
+    def run_check(self, case, target, node, mode: str = "backward"):
         from . import check
         first_use = target.framework not in self._described
         info = self.describe(target.framework)
         if first_use:  # the controller learns versions and devices from the processes that ran them
             node.user_properties.append((FRAMEWORK_KEY, json.dumps({target.framework: info}, default=str)))
         start = time.perf_counter()
-        outcomes = self.runner.outcomes(case, target)
+        runner = self.runner if mode == "backward" else self.mode_runner(mode)
+        outcomes = runner.outcomes(case, target)
         checked = check.check(case, target, info.get("version") or "", outcomes, self.knowledge,
-                              time.perf_counter() - start, self.machine(target.framework))
+                              time.perf_counter() - start, self.machine(target.framework), mode)
         checked.record["run_id"] = self.run_id
         node.user_properties.append((RECORD_KEY, json.dumps(checked.record, allow_nan=False)))
         return checked

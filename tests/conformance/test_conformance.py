@@ -10,7 +10,22 @@ from suite.options import gpu_driver_present
 def test_backward(case, target, poolgrad, request):
     """Forward and gradient of ``case`` on ``target`` agree with the spec, or with a listed
     known divergence of this framework release."""
-    checked = poolgrad.run_check(case, target, request.node)
+    _conclude(poolgrad.run_check(case, target, request.node), case, target)
+
+
+def test_jvp(mode_case, mode_target, poolgrad, request):
+    """Forward mode (JVP) of ``mode_case`` on ``mode_target`` agrees with the spec under the
+    reverse mode's own policy (SPEC.md, "AD modes"), or with a listed finding."""
+    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "jvp"), mode_case, mode_target)
+
+
+def test_double_backward(mode_case, mode_target, poolgrad, request):
+    """The gradient of sum(dX * v) by grad_output and by the input agrees with the spec and with
+    the reverse mode of the same call, or with a listed finding."""
+    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "double_backward"), mode_case, mode_target)
+
+
+def _conclude(checked, case, target):
     if checked.outcome == "skipped":
         pytest.skip(checked.message)
     if checked.outcome in ("fail", "behaviour_changed"):
