@@ -7,12 +7,15 @@ translated into reduce_window's pads (reference.geometry resolves SAME and ceil_
 pad); every value — divisors, scales, forward and VJP — is JAX's own and returned as is.
 
 Variants: ``eager`` calls the function directly (JAX still compiles each primitive on its
-own); ``jit`` traces pooling + VJP once per (spec, shape) and reuses the compiled function.
+own); ``jit`` traces pooling + VJP once per (spec, shape) and reuses the compiled function;
+``flax`` calls flax.linen's max_pool / avg_pool (channels-last, its own count_include_pad and
+divisors), jitted the same way. flax is optional: without it that variant is not installed.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 
 import jax
@@ -22,7 +25,7 @@ from jax import lax
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Adapter, Outcome
+from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, Outcome
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -93,14 +96,62 @@ def _pool_fn(spec, shape, dtype):
     return lambda x: window(x, 0, lax.add) / divisor.astype(x.dtype)
 
 
+def _flax_pool_fn(spec, shape):
+    """The pooling function x -> y through flax.linen, as a flax user calls it: channels-last,
+    ``window_shape``, ``strides`` and ``padding`` as the string the spec names or (low, high)
+    pairs. Flax computes divisors and output shapes itself (it resolves SAME on its own)."""
+    from flax import linen  # optional: absent, the variant is not installed
+    geom = resolve(spec, shape)
+    if spec.op == "lp_pool":
+        raise _Unsupported("flax.linen has no Lp pooling")
+    if spec.is_adaptive:  # uniform bins are the window = stride = L / out call
+        window, strides, _, padding = _reduce_window_args(spec, geom, shape[2:])
+    else:
+        if spec.ceil_mode:
+            raise _Unsupported("flax.linen pooling has no ceil_mode")
+        if any(d > 1 for d in geom.dilation):
+            raise _Unsupported("flax.linen pooling has no dilation (flax.linen.pool passes none to reduce_window)")
+        if spec.divisor_override is not None:
+            raise _Unsupported("flax.linen.avg_pool has no divisor_override")
+        window, strides = geom.kernel_size, geom.stride
+        padding = spec.padding if isinstance(spec.padding, str) else geom.pads
+    if spec.is_max:
+        pool = linen.max_pool
+    else:
+        pool = functools.partial(linen.avg_pool, count_include_pad=spec.count_include_pad)
+
+    def channels_last(x):
+        return jnp.moveaxis(pool(jnp.moveaxis(x, 1, -1), window, strides=strides, padding=padding), -1, 1)
+    return channels_last
+
+
 def _forward_and_vjp(pool, x, g):
     y, vjp = jax.vjp(pool, x)
-    return y, vjp(g)[0]
+    # flax's avg_pool with count_include_pad=False divides by a pool of jnp.ones (float32), so
+    # its output can be wider than x; g is widened (exactly) to it, as L = sum(y * g) needs.
+    return y, vjp(g.astype(y.dtype))[0]
+
+
+
+
+def _refused(spec, variant, x) -> bool:
+    """Whether JAX (or flax) refused the call's arguments, as opposed to failing on a call it
+    accepts. lax.reduce_window checks its window, strides and padding while tracing (its shape
+    rule), flax.linen.pool asserts on its padding pairs, and both run for an abstract input:
+    a forward that also fails under jax.eval_shape (shape and dtype, no data, no
+    differentiation, no compilation) was refused. One that fails only in the VJP (JAX has no
+    VJP for dilated max windows) or in XLA is an error."""
+    pool = _flax_pool_fn(spec, x.shape) if variant == "flax" else _pool_fn(spec, x.shape, x.dtype)
+    try:
+        jax.eval_shape(pool, jax.ShapeDtypeStruct(x.shape, x.dtype))
+    except Exception:  # JAX refuses with TypeError or ValueError, flax with AssertionError
+        return True
+    return False
 
 
 class JaxAdapter(Adapter):
     framework = "jax"
-    variants = ("eager", "jit")
+    variants = ("eager", "jit", "flax")
 
     def __init__(self):
         self.traces = 0  # running count of jit traces, across all specs
@@ -125,11 +176,15 @@ class JaxAdapter(Adapter):
                "matmul_precision": jax.config.jax_default_matmul_precision}
         if "XLA_FLAGS" in os.environ:
             env["XLA_FLAGS"] = os.environ["XLA_FLAGS"]
+        try:
+            env["flax"] = importlib.metadata.version("flax")
+        except importlib.metadata.PackageNotFoundError:
+            pass
         return env
 
     @functools.lru_cache(maxsize=None)
-    def _jitted(self, spec, shape, dtype):
-        pool = _pool_fn(spec, shape, dtype)
+    def _jitted(self, spec, shape, dtype, variant):
+        pool = _flax_pool_fn(spec, shape) if variant == "flax" else _pool_fn(spec, shape, dtype)
 
         def traced(x, g):
             result = _forward_and_vjp(pool, x, g)
@@ -143,20 +198,30 @@ class JaxAdapter(Adapter):
         dev = self._device(device)
         if dev is None:
             return Outcome(status=NO_DEVICE, message="no GPU visible to JAX")
+        # flax runs under JAX's default config (no 64-bit types: its float32 counts are what
+        # users get) except for float64 cases, which need them.
+        with jax.enable_x64(variant != "flax" or x.dtype == np.float64):
+            return self._run(spec, variant, dev, x, grad_output)
+
+    def _run(self, spec, variant, dev, x, grad_output) -> Outcome:
         try:
-            if variant == "jit":
-                fn = self._jitted(spec, x.shape, x.dtype)
-            else:
+            if variant == "eager":
                 fn = functools.partial(_forward_and_vjp, _pool_fn(spec, x.shape, x.dtype))
+            else:
+                fn = self._jitted(spec, x.shape, x.dtype, variant)
         except _Unsupported as e:
             return Outcome(status=UNSUPPORTED, message=str(e))
+        except ImportError as e:
+            return Outcome(status=NOT_INSTALLED, message=f"{variant} is not installed ({e})")
         info = {"device": dev.device_kind}
         try:
             y, dx = fn(jax.device_put(x, dev), jax.device_put(grad_output, dev))
             y, dx = np.asarray(y), np.asarray(dx)
         except Exception as e:  # whatever JAX raised is the result
+            if _refused(spec, variant, x):
+                return Outcome(status=UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
             return Outcome(status=ERROR, message=f"{type(e).__name__}: {e}", info=info)
-        if variant == "jit":
+        if variant != "eager":
             info["compiles"] = self.traces
         return Outcome(status=OK, forward=y, grad_input=dx, info=info)
 

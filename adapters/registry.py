@@ -34,7 +34,7 @@ FRAMEWORKS = {
         Framework("tensorflow", "adapters.tf_adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                   ("eager", "function", "xla", "keras", "with_argmax"),
                   {"with_argmax": "image_channels_last"}),
-        Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit")),
+        Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit", "flax")),
     )
 }
 

@@ -8,10 +8,12 @@ Variants:
   return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
                   torch's int64 index: the flat position in each (n, c) plane's spatial dims
 
-Window geometry comes from :func:`reference.geometry.resolve`; a spec that torch cannot express
-(asymmetric or SAME-asymmetric pads, pad > kernel_size // 2, dilation outside max_pool, ...) is
-UNSUPPORTED with the reason, never emulated. A spec the reference itself rejects raises its
-SpecError: that is a bad case, not framework behaviour. Anything torch raises is ERROR.
+Window geometry comes from :func:`reference.geometry.resolve`; a spec that torch has no
+argument for (asymmetric or SAME-asymmetric pads, dilation outside max_pool, ...) is
+UNSUPPORTED with the reason, never emulated. A spec whose arguments torch refuses (pad larger
+than half the kernel, ...) is UNSUPPORTED with torch's own message (:func:`_refusal`). A spec
+the reference itself rejects raises its SpecError: that is a bad case, not framework
+behaviour. Anything else torch raises is ERROR.
 """
 
 from __future__ import annotations
@@ -46,10 +48,6 @@ def _sliding_arguments(spec, geom, rank: int) -> dict | str:
         origin = " (SAME resolves to them)" if spec.padding == "SAME" else ""
         return f"asymmetric padding {list(pads)}{origin}: torch pools take one symmetric pad per dim"
     padding = tuple(before for before, _ in pads)
-    too_big = [(p, k) for p, k in zip(padding, geom.kernel_size) if p > k // 2]
-    if too_big:
-        p, k = too_big[0]
-        return f"padding {p} > kernel_size {k} // 2: torch requires pad <= kernel_size // 2"
     if spec.op != "max_pool" and any(d != 1 for d in geom.dilation):
         return f"dilation {geom.dilation}: torch {spec.op} has no dilation"
     kw: dict[str, Any] = {"kernel_size": geom.kernel_size, "stride": geom.stride, "ceil_mode": spec.ceil_mode}
@@ -124,6 +122,28 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.numpy())
 
 
+def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Exception | None:
+    """What torch raised refusing the call's arguments, or None: it accepts them (and whatever
+    failed, failed on a call torch accepts: an error).
+
+    torch checks a pooling call's arguments and shapes before any kernel runs
+    (torch/nn/functional.py, aten's pool2d_shape_check / avg_pool*'s checks: "pad should be at
+    most half of effective kernel size", "Output size is too small", ...), and those same
+    checks run for a tensor on the meta device, which has a shape, dtype and memory format but
+    no data and no kernels. A forward that also raises on a meta tensor was refused for its
+    arguments; one that fails only on data, in a kernel (a dtype without a CPU kernel), in the
+    backward or in inductor is an error. The compile variant is asked through the eager call
+    with the same arguments."""
+    meta = to_torch(x, "cpu").to("meta")
+    if variant == "channels_last":
+        meta = meta.contiguous(memory_format=_CHANNELS_LAST[rank])
+    try:
+        (_module(op, rank, kw) if variant == "module" else _functional(op, rank, kw))(meta)
+    except Exception as refusal:  # torch refuses with RuntimeError, ValueError or TypeError
+        return refusal
+    return None
+
+
 class TorchAdapter:
     framework = "torch"
     variants = VARIANTS
@@ -165,6 +185,9 @@ class TorchAdapter:
             return self._execute(self._callable(spec.op, rank, kw, variant, x, dev), variant, rank, dev,
                                  x, grad_output)
         except Exception as e:  # whatever torch raised is the result
+            refusal = _refusal(spec.op, rank, kw, variant, x)
+            if refusal is not None:  # for compile: torch's own check, without dynamo's wrapping
+                return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
             return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
 
     def _callable(self, op, rank, kw, variant, x, dev):

@@ -16,7 +16,7 @@ from reference import PoolSpec, backward, forward, output_shape  # noqa: E402
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 # Relative tolerance for sums and powers computed in the dtype (the reference rounds once).
 RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-5, "float64": 1e-12}
-VARIANTS = ADAPTER.variants
+VARIANTS = ("eager", "jit")  # poolgrad's own reduce_window calls; the flax variant is tested below
 
 OPS = {
     "max_pool": {"op": "max_pool", "kernel_size": 2, "stride": 1},
@@ -206,14 +206,18 @@ def test_gpu_without_a_gpu_is_no_device():
     assert out.status == base.NO_DEVICE and "no GPU" in out.message
 
 
-@pytest.mark.parametrize("spec", [
-    {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
-    {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
-    {"op": "lp_pool1d", "kernel_size": 2, "stride": 2, "ceil_mode": True, "norm_type": 2},
+@pytest.mark.parametrize("variant,spec", [
+    ("eager", {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ("eager", {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
+    ("eager", {"op": "lp_pool1d", "kernel_size": 2, "stride": 2, "ceil_mode": True, "norm_type": 2}),
+    ("flax", {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
 ])
-def test_divisors_and_scales_are_jaxs_own(monkeypatch, spec):
-    """The adapter counts a window's elements with JAX (a reduce_window over ones), never with
-    the reference: with the reference's counting disabled the results are still the spec's."""
+def test_divisors_and_scales_are_jaxs_own(monkeypatch, variant, spec):
+    """The adapter counts a window's elements with JAX (a reduce_window over ones) or leaves it
+    to flax, never with the reference: with the reference's counting disabled the results are
+    still the spec's."""
+    if variant == "flax":
+        pytest.importorskip("flax")
     import reference.geometry
     spec = PoolSpec.from_dict({**spec, "dtype": "float64"})
     x = tie_free((1, 1, 5) if spec.op == "lp_pool" else (1, 1, 5, 5), np.float64)
@@ -225,7 +229,130 @@ def test_divisors_and_scales_are_jaxs_own(monkeypatch, spec):
         raise AssertionError("the adapter asked the reference for window counts")
     monkeypatch.setattr(reference.geometry.Geometry, "window_counts", refuse)
     monkeypatch.setattr(reference.geometry, "window_volume", refuse)
-    out = ADAPTER.run(spec, "eager", "cpu", x, g)
+    out = ADAPTER.run(spec, variant, "cpu", x, g)
     assert out.status == base.OK, out.message
     np.testing.assert_allclose(out.forward, y_ref, rtol=1e-12)
     np.testing.assert_allclose(out.grad_input, dx_ref, rtol=1e-12)
+
+
+# -- flax: flax.linen's own pooling, called as flax users call it ---------------------------
+
+FLAX_SPECS = {
+    "max_same": ({"op": "max_pool", "kernel_size": 3, "stride": 2, "padding": "SAME"}, (2, 3, 5, 7)),
+    "max_pairs_1d": ({"op": "max_pool", "kernel_size": 3, "stride": 2, "padding": [[2, 0]]}, (2, 3, 9)),
+    "avg_include_pad": ({"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": 1}, (1, 2, 5, 7)),
+    "avg_exclude_pad_3d": ({"op": "avg_pool", "kernel_size": 2, "padding": [[1, 0], [0, 1], [1, 1]],
+                            "count_include_pad": False}, (1, 2, 3, 4, 5)),
+    "avg_same_exclude_pad": ({"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": "SAME",
+                              "count_include_pad": False}, (1, 2, 6, 5)),
+    "adaptive_avg": ({"op": "adaptive_avg_pool", "output_size": [2, 1]}, (1, 2, 4, 6)),
+}
+
+
+def direct_flax(spec_dict, x, g):
+    """The same pooling with flax called in the test, NHWC, jitted, as a flax user writes it
+    (64-bit types only for float64 cases)."""
+    from flax import linen
+    rank = x.ndim - 2
+    if spec_dict["op"] == "adaptive_avg_pool":
+        window = tuple(length // o for length, o in zip(x.shape[2:], spec_dict["output_size"]))
+        pool = lambda v: linen.avg_pool(v, window, strides=window)
+    else:
+        k, padding = spec_dict["kernel_size"], spec_dict["padding"]
+        if isinstance(padding, int):
+            padding = [(padding, padding)] * rank
+        kwargs = {"strides": (spec_dict.get("stride", k),) * rank, "padding": padding}
+        if spec_dict["op"] == "avg_pool":
+            pool = lambda v: linen.avg_pool(v, (k,) * rank, count_include_pad=spec_dict.get(
+                "count_include_pad", True), **kwargs)
+        else:
+            pool = lambda v: linen.max_pool(v, (k,) * rank, **kwargs)
+
+    @jax.jit
+    def forward_backward(v, t):
+        y, vjp = jax.vjp(pool, v)
+        return y, vjp(t.astype(y.dtype))[0]
+    with jax.enable_x64(x.dtype == np.float64):
+        y, dx = forward_backward(np.moveaxis(x, 1, -1), np.moveaxis(g, 1, -1))
+    return np.moveaxis(np.asarray(y), -1, 1), np.moveaxis(np.asarray(dx), -1, 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", FLAX_SPECS)
+def test_flax_results_are_flaxs_own(case, dtype):
+    pytest.importorskip("flax")
+    spec_dict, shape = FLAX_SPECS[case]
+    x = tie_free(shape, DTYPES[dtype])
+    g = probe(output_shape(PoolSpec.from_dict(spec_dict), shape), x.dtype)
+    out = ADAPTER.run(PoolSpec.from_dict(spec_dict), "flax", "cpu", x, g)
+    assert out.status == base.OK, out.message
+    want_y, want_dx = direct_flax(spec_dict, x, g)
+    for got, want in ((out.forward, want_y), (out.grad_input, want_dx)):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("case", FLAX_SPECS)
+def test_flax_matches_the_reference(case):
+    pytest.importorskip("flax")
+    check_against_reference(FLAX_SPECS[case][0], FLAX_SPECS[case][1], "float64", "flax")
+
+
+def test_flax_count_include_pad_changes_exactly_the_padded_windows():
+    """flax's own count_include_pad: divided by the window's size or by its real elements, the
+    border windows differ as the reference says and the inner ones agree."""
+    pytest.importorskip("flax")
+    shape = (1, 2, 5, 6)
+    x = tie_free(shape, np.float64)
+    ys = {}
+    for include in (True, False):
+        spec = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 3, "stride": 1, "padding": 1,
+                                   "count_include_pad": include})
+        out = ADAPTER.run(spec, "flax", "cpu", x, np.ones(output_shape(spec, shape)))
+        assert out.status == base.OK, out.message
+        np.testing.assert_allclose(out.forward, forward(spec, x), rtol=1e-12, atol=1e-12)
+        ys[include] = (out.forward, forward(spec, x))
+    differs = ~np.isclose(ys[True][0], ys[False][0], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(differs, ~np.isclose(ys[True][1], ys[False][1], rtol=1e-12, atol=0))
+    assert differs[..., 0, :].any() and not differs[..., 1:-1, 1:-1].any()
+
+
+@pytest.mark.parametrize("spec,reason", [
+    ({"op": "lp_pool", "kernel_size": 2, "norm_type": 2}, "no Lp pooling"),
+    ({"op": "max_pool", "kernel_size": 2, "ceil_mode": True}, "no ceil_mode"),
+    ({"op": "max_pool", "kernel_size": 2, "dilation": 2}, "no dilation"),
+    ({"op": "avg_pool", "kernel_size": 2, "divisor_override": 3}, "no divisor_override"),
+    ({"op": "adaptive_max_pool", "output_size": [2, 4]}, "non-uniform bins"),
+])
+def test_flax_has_no_argument_for(spec, reason):
+    pytest.importorskip("flax")
+    x = tie_free((1, 1, 4, 6), np.float32)
+    out = ADAPTER.run(PoolSpec.from_dict(spec), "flax", "cpu", x, np.ones((1, 1, 2, 3), np.float32))
+    assert out.status == base.UNSUPPORTED and reason in out.message
+
+
+def test_flax_missing_is_not_installed(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "flax", None)  # import flax raises ImportError
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": [1, 3]})  # a spec no other test jits
+    out = ADAPTER.run(spec, "flax", "cpu", np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 3, 1), np.float32))
+    assert out.status == base.NOT_INSTALLED and "flax" in out.message
+
+
+
+def _zero_stride(spec, shape, dtype=None):
+    """A pooling call whose arguments JAX refuses while tracing (no spec makes one: every
+    catalogue spec is a call JAX accepts)."""
+    return lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1, 2), (1, 1, 0), "VALID")
+
+
+@pytest.mark.parametrize("variant", ("eager", "jit", "flax"))
+def test_refused_arguments_are_unsupported_with_jaxs_message(monkeypatch, variant):
+    import adapters.jax_adapter as jax_adapter
+    monkeypatch.setattr(jax_adapter, "_pool_fn", _zero_stride)
+    monkeypatch.setattr(jax_adapter, "_flax_pool_fn", _zero_stride)
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": [5]})  # a spec no other test jits
+    x = tie_free((1, 1, 5), np.float32)
+    with pytest.raises(Exception) as raised:
+        _zero_stride(spec, x.shape)(x)
+    out = ADAPTER.run(spec, variant, "cpu", x, np.ones((1, 1, 1), np.float32))
+    assert out.status == base.UNSUPPORTED
+    assert out.message == f"{raised.type.__name__}: {raised.value}"

@@ -90,7 +90,7 @@ def test_variant_matches_reference(variant, name, rank, dtype):
     if variant == "return_indices" and not spec.is_max:
         assert out.status == UNSUPPORTED and "indices" in out.message
         return
-    if lacks_cpu_kernel(spec.op, rank, dtype):
+    if lacks_cpu_kernel(spec.op, rank, dtype):  # torch accepts the call: an error, not a refusal
         assert out.status == ERROR and "not implemented for" in out.message
         return
     assert_matches_reference(spec, x, g, out, dtype)
@@ -139,9 +139,6 @@ def test_compile_reuses_its_cache_for_the_same_spec():
 NOT_EXPRESSIBLE = [
     ({"op": "max_pool", "kernel_size": 3, "padding": [[0, 1]]}, 1, "asymmetric"),
     ({"op": "avg_pool", "kernel_size": 2, "stride": 1, "padding": "SAME"}, 2, "SAME"),
-    ({"op": "max_pool", "kernel_size": 3, "padding": 2}, 2, "kernel_size // 2"),
-    # torch bounds padding by the kernel, not the dilated window (pad 2 <= 4 // 2 is refused)
-    ({"op": "max_pool", "kernel_size": 2, "dilation": 3, "padding": 2}, 3, "kernel_size // 2"),
     ({"op": "avg_pool", "kernel_size": 2, "dilation": 2}, 2, "dilation"),
     ({"op": "lp_pool", "kernel_size": 2, "dilation": 2, "norm_type": 2}, 1, "dilation"),
     ({"op": "lp_pool", "kernel_size": 2, "padding": 1, "norm_type": 2}, 2, "padding"),
@@ -157,6 +154,34 @@ def test_not_expressible_is_unsupported_with_reason(spec_dict, rank, reason, var
     out = ADAPTER.run(spec, variant, "cpu", x, np.ones_like(forward(spec, x)))
     assert out.status == UNSUPPORTED
     assert reason in out.message
+
+
+# Specs torch has arguments for and refuses itself: unsupported, with what torch raised.
+REFUSED = [
+    ({"op": "max_pool", "kernel_size": 3, "padding": 2}, 2),
+    ({"op": "max_pool", "kernel_size": 3, "padding": 2}, 1),
+    ({"op": "avg_pool", "kernel_size": 3, "padding": 2}, 2),
+    # torch bounds 3-D padding by the kernel, not the dilated window (pad 2 <= 4 // 2 is refused)
+    ({"op": "max_pool", "kernel_size": 2, "dilation": 3, "padding": 2}, 3),
+]
+
+
+@pytest.mark.parametrize("variant", ("eager", "compile", "module", "channels_last"))
+@pytest.mark.parametrize("spec_dict,rank", REFUSED)
+def test_refused_arguments_are_unsupported_with_torchs_message(spec_dict, rank, variant):
+    if variant == "channels_last" and rank == 1:
+        pytest.skip("channels_last has no 1-D form")
+    spec = PoolSpec.from_dict(spec_dict)
+    x = distinct_input(rank, "float32")
+    kw = {"kernel_size": spec.kernel_size, "padding": spec.padding, "dilation": spec.dilation}
+    if spec.op == "avg_pool":
+        del kw["dilation"]
+    with pytest.raises(Exception) as raised:  # torch called directly
+        getattr(F, f"{spec.op}{rank}d")(torch.from_numpy(x), **kw)
+    y = np.ones((x.shape[0], x.shape[1]) + (1,) * rank, np.float32)
+    out = ADAPTER.run(spec, variant, "cpu", x, y)
+    assert out.status == UNSUPPORTED
+    assert out.message == f"{raised.type.__name__}: {raised.value}"
 
 
 def test_same_padding_that_resolves_symmetric_runs():
