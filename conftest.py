@@ -20,6 +20,15 @@ def pytest_addoption(parser):
     options.add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    # Plain `pytest -n N` distributes by batching group, as `--dist loadgroup` does: xdist's
+    # default ("load") would split groups between processes and run (compile) them twice.
+    # Runs before xdist's own hook, which fills in "load" only where --dist was not given.
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
 def pytest_configure(config):
     state = RunState(config)
     config.stash[STATE] = state
@@ -35,7 +44,7 @@ def pytest_generate_tests(metafunc):
     state = metafunc.config.stash[STATE]
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
-        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c, t)))
+        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
                   for c in state.cases() for t in state.targets]
         metafunc.parametrize(["case", "target"], params)
     elif "fuzz_target" in names:

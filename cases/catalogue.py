@@ -13,16 +13,20 @@ from pathlib import Path
 
 import numpy as np
 
-from reference import OPS, PoolSpec
+from reference import DTYPES, OPS, PoolSpec
+from reference.properties import PROPERTIES, case_properties
 
 from . import families as generators
 from .ids import case_id, parse_geometry
 from .model import Case, make_case
 
 FAMILIES_PATH = Path(__file__).parent / "data" / "families.toml"
-_DEFAULTS = {"dtypes": ["float16", "bfloat16", "float32", "float64"], "ranks": [1, 2, 3],
-             "size": [8, 6, 4], "size_for": {}, "batch": 1, "channels": 2, "variants": [None]}
-_KEYS = {"generator", "geometries", *_DEFAULTS}
+GEOMETRIES_PATH = Path(__file__).parent / "data" / "geometries.toml"
+_SHAPE_DEFAULTS = {"dtypes": list(DTYPES), "ranks": [1, 2, 3], "size": [8, 6, 4], "batch": 1, "channels": 2}
+_VALUE_KEYS = {"generator", "ops", "variants", "dtypes", "requires"}
+_SHAPE_KEYS = {"generator", "geometries", "variants", *_SHAPE_DEFAULTS}
+# N and C of a value family's cases: two planes, so a kernel that mixes planes shows it.
+_BATCH, _CHANNELS = 1, 2
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,11 +34,24 @@ def _definitions() -> dict:
     with FAMILIES_PATH.open("rb") as f:
         data = tomllib.load(f)
     for name, fam in data.items():
-        unknown = set(fam) - _KEYS
-        if unknown or "generator" not in fam or set(fam.get("geometries", ())) - set(OPS):
-            raise ValueError(f"{FAMILIES_PATH}: family {name}: unknown keys {sorted(unknown)}, "
-                             f"or no generator, or geometries for an unknown op")
+        allowed = _SHAPE_KEYS if "geometries" in fam else _VALUE_KEYS
+        unknown = set(fam) - allowed
+        ops = set(fam.get("geometries", ())) | set(fam.get("ops", ()))
+        if unknown or "generator" not in fam or ops - set(OPS):
+            raise ValueError(f"{FAMILIES_PATH}: family {name}: unknown keys {sorted(unknown)} (a family "
+                             f"takes {sorted(allowed)}), or no generator, or an unknown op in {sorted(ops)}")
+        unknown_props = set(fam.get("requires", ())) - set(PROPERTIES)
+        if unknown_props:
+            raise ValueError(f"{FAMILIES_PATH}: family {name}: requires unknown case properties "
+                             f"{sorted(unknown_props)}; see reference/properties.py")
     return data
+
+
+@functools.lru_cache(maxsize=1)
+def geometry_rows() -> dict[str, list[dict]]:
+    """The geometry rows per op (cases/data/geometries.toml, made by ``python -m cases.coverage``)."""
+    with GEOMETRIES_PATH.open("rb") as f:
+        return tomllib.load(f)
 
 
 def families() -> list[str]:
@@ -46,19 +63,34 @@ def seed_of(case_id: str) -> int:
     return zlib.crc32(case_id.encode())
 
 
+def _variants(fam: dict, op: str) -> list:
+    variants = fam.get("variants", [None])
+    return variants.get(op, [None]) if isinstance(variants, dict) else variants
+
+
 def _expand(family: str, fam: dict):
-    """(spec, shape, variant) for every case a family definition lists. A list of channel
-    counts makes one case per count, its variant naming the count (``c33``)."""
-    opt = {**_DEFAULTS, **fam}
+    """(spec, shape, variant) for every case a family lists: a value family in every geometry
+    row of its ops and dtypes, a shape family in its own geometries."""
+    if "geometries" not in fam:
+        for op, rows in geometry_rows().items():
+            if op not in fam.get("ops", OPS):
+                continue
+            for row in rows:
+                if row["dtype"] not in fam.get("dtypes", DTYPES):
+                    continue
+                spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **parse_geometry(row["tag"], row["rank"]),
+                                           "dtype": row["dtype"]})
+                for variant in _variants(fam, op):
+                    yield spec, (_BATCH, _CHANNELS, *row["size"]), variant
+        return
+    opt = {**_SHAPE_DEFAULTS, **fam}
     channel_list = isinstance(opt["channels"], list)
     for op, tags in fam["geometries"].items():
-        variants = opt["variants"][op] if isinstance(opt["variants"], dict) else opt["variants"]
         for rank in opt["ranks"]:
             for tag in tags:
-                length = opt["size_for"].get(tag, opt["size"])[rank - 1]
                 for channels in opt["channels"] if channel_list else [opt["channels"]]:
-                    shape = (opt["batch"], channels) + (length,) * rank
-                    for variant in [f"c{channels}"] if channel_list else variants:
+                    shape = (opt["batch"], channels) + (opt["size"][rank - 1],) * rank
+                    for variant in [f"c{channels}"] if channel_list else _variants(opt, op):
                         for dtype in opt["dtypes"]:
                             spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank),
                                                        "dtype": dtype})
@@ -68,10 +100,17 @@ def _expand(family: str, fam: dict):
 def build(family: str, spec: PoolSpec, shape: tuple, variant: str | None) -> Case | None:
     """The case a family makes for one spec, shape and variant (None where the generator
     cannot place its property in that geometry)."""
-    cid = case_id(spec, family, variant)
+    cid = case_id(spec, family, variant, shape[2:])
     ctx = generators.Context(np.random.default_rng(seed_of(cid)), spec, shape, variant)
     source = generators.generate(_definitions()[family]["generator"], ctx)
-    return None if source is None else make_case(cid, family, spec, source)
+    if source is None:
+        return None
+    x, g = source if isinstance(source, tuple) else (source, None)
+    case = make_case(cid, family, spec, x, g)
+    required = _definitions()[family].get("requires", ())
+    if required and not set(required) <= case_properties(spec, case.input):
+        return None
+    return case
 
 
 @functools.lru_cache(maxsize=1)

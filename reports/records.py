@@ -18,7 +18,7 @@ import numpy as np
 
 from cases.json_values import SPECIAL
 
-from .schema import CASE_FIELDS, RecordError, validate
+from .schema import AGAINST_EXPECTED, CASE_FIELDS, OPTIONAL, RecordError, validate
 
 
 
@@ -85,22 +85,61 @@ def write_record(fh, rec: dict) -> None:
 
 
 class ResultsWriter:
-    """Writes a results file in which a case's arrays appear once: the first result of a case
-    is preceded by a ``case`` record holding them (CASE_FIELDS), and every result record of
-    the case refers to it by case_id and carries only what the target produced."""
+    """Writes a results file whose size follows cases, not targets x arrays: the first result
+    of a case is preceded by a ``case`` record (CASE_FIELDS: the spec and the case's arrays),
+    and every result record refers to it by case_id and carries only what the target produced:
+    its arrays where they differ from the reference (AGAINST_EXPECTED), and no null fields."""
 
     def __init__(self, fh):
         self.fh = fh
-        self._cases: set[str] = set()
+        self._cases: dict[str, dict] = {}
 
     def write(self, rec: dict) -> None:
         if rec["record"] == "result" and rec.get("input") is not None:
-            if rec["case_id"] not in self._cases:
-                self._cases.add(rec["case_id"])
-                write_record(self.fh, {"record": "case", "case_id": rec["case_id"],
-                                       **{f: rec.get(f) for f in CASE_FIELDS}})
-            rec = {k: v for k, v in rec.items() if k not in CASE_FIELDS}
-        write_record(self.fh, rec)
+            case = self._cases.get(rec["case_id"])
+            if case is None:
+                case = {"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS}}
+                self._cases[rec["case_id"]] = case
+                write_record(self.fh, case)
+            rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS}, case)
+        write_record(self.fh, {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None)})
+
+
+def _against_expected(rec: dict, case: dict) -> dict:
+    same = []
+    for name, ref in AGAINST_EXPECTED.items():
+        got, want = rec.get(name), case.get(ref)
+        if got is None or want is None:
+            continue
+        if got == want:
+            same.append(name)
+            del rec[name]
+            continue
+        g, w = np.array(got, dtype=object).ravel(), np.array(want, dtype=object).ravel()
+        if g.shape == w.shape:
+            changed = [i for i in range(g.size) if g[i] != w[i] or type(g[i]) is not type(w[i])]
+            if 2 * len(changed) < g.size:  # a pair per changed cell: cheaper only when few change
+                rec[f"{name}_changes"] = [[i, g[i]] for i in changed]
+                del rec[name]
+    if same:
+        rec["as_expected"] = same
+    return rec
+
+
+def _restore(rec: dict, case: dict) -> dict:
+    """A result with its case's fields and its arrays whole again."""
+    out = {**rec, **{f: case.get(f) for f in CASE_FIELDS}}
+    for name in out.pop("as_expected", None) or ():
+        out[name] = case[AGAINST_EXPECTED[name]]
+    for name, ref in AGAINST_EXPECTED.items():
+        changes = out.pop(f"{name}_changes", None)
+        if changes is not None:
+            want = np.array(case[ref], dtype=object)
+            flat = want.ravel().copy()
+            for i, v in changes:
+                flat[i] = v
+            out[name] = flat.reshape(want.shape).tolist()
+    return out
 
 
 def iter_file(path) -> Iterable[dict]:
@@ -126,14 +165,17 @@ def read_results(paths) -> tuple[list[dict], list[dict]]:
 
 
 def _joined(records: Iterable[dict]) -> Iterable[dict]:
-    """Results with the arrays of their case record (within one file: case ids are a run's)."""
+    """Results whole again: their case's fields and arrays filled in from the file's case
+    records (within one file: case ids are a run's). Results written with their arrays inline
+    (before case records existed) pass through as they are."""
     cases: dict[str, dict] = {}
     for rec in records:
         if rec["record"] == "case":
             cases[rec["case_id"]] = rec
-        elif rec["record"] == "result" and rec.get("input") is None and rec["case_id"] in cases:
-            case = cases[rec["case_id"]]
-            yield {**rec, **{f: case[f] for f in CASE_FIELDS}}
+        elif rec["record"] == "result" and rec["case_id"] in cases and rec.get("spec") is None:
+            yield _restore(rec, cases[rec["case_id"]])
+        elif rec["record"] == "result" and rec.get("spec") is None:
+            raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")
         else:
             yield rec
 

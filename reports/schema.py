@@ -9,19 +9,27 @@ from __future__ import annotations
 
 SCHEMA = "poolgrad-results/1"
 
-VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "wrong", "unsupported", "error", "crash",
+VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")
 # Verdicts of a result that ran: the framework's arrays are its behaviour.
-RAN = ("conforms", "policy", "inconsistent", "inconsistent_indices", "wrong", "nondeterministic")
+RAN = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "nondeterministic")
 # Verdicts that are not a divergence: the target agrees with the spec or did not run the case.
 NOT_DIVERGENT = frozenset({"conforms", "unsupported", "not_installed", "no_device"})
 # Verdicts that say nothing about a target's behaviour (it did not run the case).
 NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
 OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")
-# The arrays of a case, the same for every target: written once per case (a "case" record).
-CASE_FIELDS = ("input", "grad_output", "expected_forward", "expected_grad_input")
+# What a case is, the same for every target: written once per case (a "case" record).
+CASE_FIELDS = ("family", "op", "spec", "dtype", "shape", "input", "grad_output", "expected_forward",
+               "expected_grad_input")
+# A framework array and the case's reference array it is written against: a result record
+# leaves out an array equal to the reference (``as_expected``) or writes only the cells that
+# differ (``<name>_changes``: [flat index, value] pairs).
+AGAINST_EXPECTED = {"forward": "expected_forward", "grad_input": "expected_grad_input"}
 ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
-                "expected_grad_input", "indices")
+                "expected_grad_input", "indices",
+                # AD modes: the mode's derivative (jvp's tangent output, double backward's by
+                # grad_output), the reference's, and double backward's by the input
+                "derivative", "expected_derivative", "grad_grad_input")
 
 _STR, _NUM, _BOOL, _DICT, _LIST, _NONE = str, (int, float), bool, dict, list, type(None)
 # Non-finite errors are written as the array strings ("inf", "nan"), see records.write_record.
@@ -44,11 +52,15 @@ RESULT_FIELDS = {
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
     "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE),
     "call_properties": (_LIST, _NONE), "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
+    "mode": _STR,   # "backward" (reverse mode; absent in older results), "jvp", "double_backward"
+    "as_expected": (_LIST, _NONE), **{f"{name}_changes": (_LIST, _NONE) for name in AGAINST_EXPECTED},
 }
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
                       "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "call_properties", "duration_s",
-                      "call_shape"})
+                      "call_shape", "mode", "as_expected", *(f"{name}_changes" for name in AGAINST_EXPECTED),
+                      # written once per case, in its case record (read back into each result)
+                      "family", "op", "spec", "dtype", "shape"})
 
 
 class RecordError(ValueError):
@@ -94,7 +106,7 @@ def validate(rec) -> dict:
             raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
         return {**{name: None for name in ENVIRONMENT_OPTIONAL}, **rec}
     if kind == "case":
-        _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: (_LIST, _NONE) for f in CASE_FIELDS}},
+        _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: RESULT_FIELDS[f] for f in CASE_FIELDS}},
                       frozenset(CASE_FIELDS))
         return rec
     if kind != "result":
@@ -107,7 +119,7 @@ def validate(rec) -> dict:
     target = f"{rec['framework']}-{rec['variant']}-{rec['device']}"
     if rec["target"] != target:
         raise RecordError(f"field 'target' must be framework-variant-device ({target!r}), got {rec['target']!r}")
-    return {**{name: None for name in OPTIONAL}, **rec}
+    return {**{name: None for name in OPTIONAL}, "mode": "backward", **rec}
 
 
 def is_divergence(rec: dict) -> bool:

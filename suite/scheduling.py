@@ -1,19 +1,22 @@
 """How the run is cut into pytest-xdist work units, and in what order they are handed out.
 
-A unit is one target's cases of one op (``torch-compile-cpu:max_pool2d``): it holds whole
-batching groups, so no group is ever split between processes (that would run, and compile,
-it twice), and it is small enough that two workers share even one heavy variant. Units are
-ordered heaviest first by the cost model in suite/data/costs.toml (longest-processing-time
-scheduling): the run ends on short units instead of one worker finishing a compile-bound
-unit alone. A process starts a framework's worker only when it first receives one of that
-framework's units.
+A unit is one batching group (one spec, dtype and shape: one framework call per target) on
+every selected target. So no group is ever split between processes (that would run, and
+compile, it twice), and the reference's results and policy searches of a case are computed
+once per run and shared by every target that runs it (verdicts/case.py keeps them while the
+unit's items, which come case by case, are checked). Units are ordered heaviest first by the
+cost model in suite/data/costs.toml (longest-processing-time scheduling), so the run ends on
+short units instead of one worker finishing a compile-bound unit alone.
 """
 
 from __future__ import annotations
 
 import functools
 import tomllib
+import zlib
 from pathlib import Path
+
+from cases.ids import geometry_tag
 
 from .check import op_name
 from .runner import case_and_target, group_key
@@ -26,21 +29,30 @@ def _costs() -> dict:
     return tomllib.loads(COSTS_PATH.read_text())
 
 
-def unit_name(case, target) -> str:
-    return f"{target.id}:{op_name(case)}"
+def unit_name(case) -> str:
+    """The case's batching group, readably: ``max_pool2d-k3s1-float16-c2`` (a digest of the
+    spec where a user's case has no geometry tag)."""
+    try:
+        tag = geometry_tag(case.spec, case.input.shape[2:])
+    except ValueError:
+        tag = f"{zlib.crc32(group_key(case)[0].encode()):08x}"
+    n, c = case.input.shape[:2]
+    return f"{op_name(case)}-{tag}-{case.spec.dtype}-c{c}{'-empty' if n == 0 else ''}"
 
 
-def unit_cost(target, cases) -> float:
+def unit_cost(targets, cases) -> float:
+    """Seconds a unit takes: per item checked, plus per framework call (compilation) of each
+    target."""
     costs = _costs()
     per_group = costs["per_group"]
-    group_s = per_group.get(f"{target.framework}-{target.variant}", per_group["default"])
-    groups = {group_key(c) for c in cases}
-    return costs["per_item"] * len(cases) + group_s * len(groups)
+    calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in set(targets))
+    return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({group_key(c) for c in cases})
 
 
 def order(items: list) -> list:
-    """Conformance items regrouped unit by unit, heaviest unit first, then all other tests in
-    their collected order. Deterministic, so every xdist worker collects the same list."""
+    """Conformance items regrouped unit by unit, heaviest unit first, case by case within a
+    unit, then all other tests in their collected order. Deterministic, so every xdist worker
+    collects the same list."""
     units: dict[str, list] = {}
     rest = []
     for item in items:
@@ -48,9 +60,16 @@ def order(items: list) -> list:
         if params is None:
             rest.append(item)
         else:
-            units.setdefault(unit_name(*params), []).append(item)
+            units.setdefault(unit_name(params[0]), []).append(item)
+
     def cost(name):
-        members = units[name]
-        return unit_cost(case_and_target(members[0])[1], [case_and_target(i)[0] for i in members])
+        params = [case_and_target(i) for i in units[name]]
+        return unit_cost([t for _, t in params], list({id(c): c for c, _ in params}.values()))
     ranked = sorted(units, key=lambda name: (-cost(name), name))
-    return [item for name in ranked for item in units[name]] + rest
+    out = []
+    for name in ranked:
+        by_case: dict[int, list] = {}
+        for item in units[name]:
+            by_case.setdefault(id(case_and_target(item)[0]), []).append(item)
+        out += [item for run in by_case.values() for item in run]
+    return out + rest

@@ -59,19 +59,23 @@ def test_ids_parse_back_to_the_spec():
         parsed = parse_id(c.id)
         assert PoolSpec.from_dict(parsed["spec"]) == c.spec, c.id
         assert parsed["family"] == c.family
-        assert geometry_tag(c.spec) == c.id.split("-")[1]
+        assert parsed["size"] == c.input.shape[2:], c.id
+        assert geometry_tag(c.spec, c.input.shape[2:]) == c.id.split("-")[1]
 
 
 def test_id_reads_like_the_spec():
     c = next(c for c in CASES if c.id == "max_pool2d-k3s1-ties_overlap-float16")
     assert (c.spec.op, c.spec.rank, c.spec.kernel_size, c.spec.stride) == ("max_pool", 2, 3, 1)
-    assert parse_id("avg_pool3d-k3s2p0_1ceilcip0div5-padding-negative-bfloat16")["spec"] == {
+    assert parse_id("avg_pool3d-k3s2p0_1ceilcip0div5-negative-bfloat16")["spec"] == {
         "op": "avg_pool3d", "kernel_size": 3, "stride": 2, "padding": [[0, 1]] * 3, "ceil_mode": True,
         "count_include_pad": False, "divisor_override": 5, "dtype": "bfloat16"}
+    per_dim = parse_id("max_pool2d-k7x4s8x5p3x2i7x4-random-float32")
+    assert per_dim["spec"]["kernel_size"] == [7, 4] and per_dim["spec"]["padding"] == [3, 2]
+    assert per_dim["size"] == (7, 4)
 
 
 def test_arrays_have_the_case_dtype_shape_and_are_read_only():
-    limits = {1: 8, 2: 9, 3: 5}  # the channels family needs three disjoint 3x3 windows
+    limits = {1: 11, 2: 9, 3: 5}  # the channels family needs three disjoint 3x3 windows
     for c in CASES:
         dtype = reference.DTYPES[c.spec.dtype]
         assert c.input.dtype == dtype and c.grad_output.dtype == dtype, c.id

@@ -75,6 +75,12 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
             writer.write(rec)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["record"] for r in lines] == ["case", "result", "result", "environment"]
-    assert all("input" not in r and "expected_grad_input" not in r for r in lines if r["record"] == "result")
+    assert all("input" not in r and "expected_grad_input" not in r and "spec" not in r
+               for r in lines if r["record"] == "result")
+    # The canonical target's arrays are the reference's; the "all" target's gradient differs
+    # in the tied cells only, which are all it writes.
+    assert lines[1]["as_expected"] == ["forward", "grad_input"] and "grad_input" not in lines[1]
+    changes = lines[2]["grad_input_changes"]
+    assert 0 < len(changes) < np.size(x) / 2 and "grad_input" not in lines[2]
     _, results = read_results(path)
     assert [{k: r[k] for k in recs[0]} for r in results] == recs
