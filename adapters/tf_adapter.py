@@ -4,10 +4,12 @@ Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement 
 x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
 ``tape.gradient(y, x, output_gradients=grad_output)``, i.e. d/dx sum(y * grad_output).
 
-Padding is passed to TF only in a form TF itself offers: the string "SAME"/"VALID" when the
-spec resolves (reference.geometry) to exactly those pads for this input, or explicit pairs where
-the API accepts them (tf.nn.max_pool1d/2d). Anything else is reported unsupported; inputs are
-never pre-padded to emulate a spec.
+Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
+exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
+emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
+unsupported with poolgrad's reason; arguments TF has and refuses (pairs where tf.nn takes only
+a string, tf.nn.pool's dilation with strides, XLA's explicit padding) are unsupported with
+TF's own message (_refused).
 """
 
 from __future__ import annotations
@@ -96,20 +98,16 @@ def _plan(spec, variant: str, shape) -> _Call:
     elif variant == "keras":
         if dilated:
             raise _Unsupported("Keras pooling layers have no dilation")
+        if not isinstance(padding, str):
+            # Keras takes "valid" or "same" and does not check it: pairs fail inside the layer
+            # with an AttributeError, not a refusal.
+            raise _Unsupported(f"padding {list(geom.pads)} is neither TF's SAME nor VALID for this input, "
+                               f"and Keras pooling layers take only 'valid'/'same'")
         api = "keras"
-    elif dilated:
-        # tf.nn.pool is the one tf.nn path with dilation, and only with unit strides, VALID.
-        if any(s > 1 for s in geom.stride):
-            raise _Unsupported("tf.nn.pool supports dilation only with strides == 1")
-        if padding != "VALID":
-            raise _Unsupported("tf.nn.pool implements dilation only with VALID padding")
-        api = "pool"
     else:
-        api = "nn"
-    explicit_ok = api == "nn" and spec.op == "max_pool" and rank in (1, 2)
-    if not isinstance(padding, str) and not explicit_ok:
-        raise _Unsupported(f"padding {list(geom.pads)} is neither TF's SAME nor VALID for this input, "
-                           f"and this API takes only 'SAME'/'VALID'")
+        # tf.nn.pool is the one tf.nn path with dilation. Padding pairs go to every tf.nn call
+        # as they are: tf.nn refuses what it cannot take itself (see _refusal).
+        api = "pool" if dilated else "nn"
     return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding, None)
 
 
@@ -135,11 +133,11 @@ def _pool_fn(call: _Call, dtype):
         # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
         # include_batch_in_index=False), so a case's indices do not depend on its place in the
         # stacked batch. With True, TF would add b*H*W*C.
-        return lambda x: tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, call.padding,
+        return lambda x: tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, tf_pad(call.padding),
                                                     include_batch_in_index=False)
     if call.api == "pool":
         kind = "MAX" if call.op == "max_pool" else "AVG"
-        return lambda x: (tf.nn.pool(x, call.kernel, kind, strides=call.stride, padding=call.padding,
+        return lambda x: (tf.nn.pool(x, call.kernel, kind, strides=call.stride, padding=tf_pad(call.padding),
                                      dilations=call.dilation), None)
     fn = getattr(tf.nn, f"{call.op}{call.rank}d")
     return lambda x: (fn(x, call.kernel, call.stride, tf_pad(call.padding)), None)
@@ -172,6 +170,34 @@ def _double_backward(pool, x, g, v) -> dict:
     by_g, by_x = outer.gradient(dx, [g, x], output_gradients=v,
                                 unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+# How TensorFlow refuses a call's arguments: its Python API checks them (ValueError, TypeError:
+# tf.nn.pool's "`strides > 1` not supported in conjunction with `dilation_rate > 1`", "Expected
+# string for argument 'padding'"), an op's definition and its kernel's parameter checks refuse
+# them (InvalidArgumentError: "Top padding 3 needs to be smaller than the window size 2", a dtype
+# outside the op's list, "tensor_in must not be empty"), and the XLA bridge refuses what it does
+# not implement (UnimplementedError: "XLA does not support pooling ops with explicit padding").
+# A missing kernel is NotFoundError: an error on a call TF accepts.
+_REFUSALS = (ValueError, TypeError, tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
+
+
+def _refused(call: _Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
+    """Whether TensorFlow refused the call's arguments, as opposed to failing on a call it
+    accepts: the forward alone, on zeros of the input's shape and dtype (no data of the case's,
+    no gradient), raises one of _REFUSALS. It runs eagerly (a graph reports a missing kernel
+    as InvalidArgumentError too), or compiled for the xla variant, whose bridge has refusals
+    of its own."""
+    pool = _pool_fn(call, x.dtype)
+    forward = tf.function(pool, jit_compile=True) if variant == "xla" else pool
+    try:
+        with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+            forward(tf.constant(np.zeros_like(np.transpose(x, to_last))))
+    except _REFUSALS:
+        return True
+    except Exception:  # noqa: BLE001 - anything else the forward raises is no refusal
+        return False
+    return False
 
 
 def _onednn_enabled() -> bool | None:
@@ -261,6 +287,8 @@ class TensorFlowAdapter:
                 arrays = {k: np.transpose(t.numpy(), to_first) for k, t in fn(*tensors).items() if t is not None}
         except Exception as e:  # any TF failure is the framework's answer, reported as such
             info["compiles"] = self.compiles
+            if _refused(call, variant, x, to_last, device):
+                return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
             status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
             return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
         info["compiles"] = self.compiles
