@@ -97,10 +97,11 @@ def _expand(family: str, fam: dict):
                             yield spec, shape, variant
 
 
-def build(family: str, spec: PoolSpec, shape: tuple, variant: str | None) -> Case | None:
+def build(family: str, spec: PoolSpec, shape: tuple, variant: str | None, draw: int = 0) -> Case | None:
     """The case a family makes for one spec, shape and variant (None where the generator
-    cannot place its property in that geometry)."""
-    cid = case_id(spec, family, variant, shape[2:])
+    cannot place its property in that geometry). ``draw`` > 0 makes another random draw of
+    the same case, its id suffixed ``~<draw>`` (benchmarks scale the cases per spec with it)."""
+    cid = case_id(spec, family, variant, shape[2:]) + (f"~{draw}" if draw else "")
     ctx = generators.Context(np.random.default_rng(seed_of(cid)), spec, shape, variant)
     source = generators.generate(_definitions()[family]["generator"], ctx)
     if source is None:
@@ -113,17 +114,19 @@ def build(family: str, spec: PoolSpec, shape: tuple, variant: str | None) -> Cas
     return case
 
 
-@functools.lru_cache(maxsize=1)
-def _catalogue() -> tuple[Case, ...]:
+@functools.lru_cache(maxsize=2)
+def _catalogue(draws: int = 1) -> tuple[Case, ...]:
     out = []
     for family, fam in _definitions().items():
         for spec, shape, variant in _expand(family, fam):
-            case = build(family, spec, shape, variant)
-            if case is not None:
-                out.append(case)
+            for draw in range(draws):
+                case = build(family, spec, shape, variant, draw)
+                if case is not None:
+                    out.append(case)
     return tuple(out)
 
 
-def catalogue() -> list[Case]:
-    """Every catalogue case, in a fixed order (family, op, rank, geometry, variant, dtype)."""
-    return list(_catalogue())
+def catalogue(draws: int = 1) -> list[Case]:
+    """Every catalogue case, in a fixed order (family, op, rank, geometry, variant, dtype);
+    with ``draws`` > 1, that many random draws of each (the same specs and calls, more cases)."""
+    return list(_catalogue(draws))

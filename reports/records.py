@@ -128,7 +128,8 @@ def _against_expected(rec: dict, case: dict) -> dict:
 
 def _restore(rec: dict, case: dict) -> dict:
     """A result with its case's fields and its arrays whole again."""
-    out = {**rec, **{f: case.get(f) for f in CASE_FIELDS}}
+    # A case record holds what its writer moved there (older writers: the arrays only).
+    out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
     for name in out.pop("as_expected", None) or ():
         out[name] = case[AGAINST_EXPECTED[name]]
     for name, ref in AGAINST_EXPECTED.items():
@@ -172,7 +173,7 @@ def _joined(records: Iterable[dict]) -> Iterable[dict]:
     for rec in records:
         if rec["record"] == "case":
             cases[rec["case_id"]] = rec
-        elif rec["record"] == "result" and rec["case_id"] in cases and rec.get("spec") is None:
+        elif rec["record"] == "result" and rec["case_id"] in cases and rec.get("input") is None:
             yield _restore(rec, cases[rec["case_id"]])
         elif rec["record"] == "result" and rec.get("spec") is None:
             raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")

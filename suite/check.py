@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 
@@ -60,7 +61,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     # What the other cases of the framework call were, for kernels that write across cases; a
     # replayed record brings them along (call_properties).
     others = frozenset(first.info.get("call_properties") or ()).union(
-        *(case_properties(m) for m in first.info.get("call_members") or () if m is not case))
+        _others_in_call(case, first.info.get("call_members") or ()))
     call = first.info.get("call_shape") or case.input.shape
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
                         int(np.prod(call)), lambda: properties | others)
@@ -91,8 +92,44 @@ def case_properties(case) -> frozenset[str]:
     return properties_of(case.spec, case.input)
 
 
-def _arr(a):
-    return None if a is None else encode_array(a)
+_calls: collections.OrderedDict = collections.OrderedDict()
+
+
+def _others_in_call(case, members) -> frozenset[str]:
+    """The properties some other case of the call has: counted once per call (a call's
+    cases are checked one after another), not once per case and member."""
+    key = id(members)
+    if key not in _calls or _calls[key][0] is not members:
+        _calls[key] = (members, collections.Counter(p for m in members for p in case_properties(m)))
+        if len(_calls) > 64:
+            _calls.popitem(last=False)
+    count = _calls[key][1]
+    own = case_properties(case) if any(m is case for m in members) else frozenset()
+    return frozenset(p for p, n in count.items() if n > (p in own))
+
+
+_encodings: collections.OrderedDict = collections.OrderedDict()
+
+
+def _case_array(a: np.ndarray) -> list:
+    """A case's array (the same object for every target) encoded once. Keyed by identity; the
+    entry holds the array, so its id is not reused while the entry lives."""
+    key = id(a)
+    if key not in _encodings or _encodings[key][0] is not a:
+        _encodings[key] = (a, encode_array(a))
+        if len(_encodings) > 4096:
+            _encodings.popitem(last=False)
+    return _encodings[key][1]
+
+
+def _arr(a, expected=None) -> list | None:
+    """A framework's array, sharing the reference's encoding where the bits are the same."""
+    if a is None:
+        return None
+    if (expected is not None and a.dtype == expected.dtype and a.shape == expected.shape
+            and a.tobytes() == expected.tobytes()):
+        return _case_array(expected)
+    return encode_array(a)
 
 
 def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
@@ -117,12 +154,12 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         "contradicts": [f.id for f in j.contradicted],
         "outcome": j.outcome,
         "shape": list(case.input.shape),
-        "input": _arr(case.input),
-        "grad_output": _arr(case.grad_output),
-        "forward": _arr(outcome.forward),
-        "expected_forward": _arr(v.expected_forward),
-        "grad_input": _arr(outcome.grad_input),
-        "expected_grad_input": _arr(v.expected_grad_input),
+        "input": _case_array(case.input),
+        "grad_output": _case_array(case.grad_output),
+        "forward": _arr(outcome.forward, v.expected_forward),
+        "expected_forward": _case_array(v.expected_forward),
+        "grad_input": _arr(outcome.grad_input, v.expected_grad_input),
+        "expected_grad_input": _case_array(v.expected_grad_input),
         "indices": _arr(outcome.indices),
         "call_shape": outcome.info.get("call_shape"),
         "call_properties": call_properties,

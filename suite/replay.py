@@ -43,9 +43,20 @@ def outcome_of(rec: dict, case) -> Outcome:
         call = rec.get("call_shape")
         readable = rec.get("indices") is not None and (not call or call[1] == case.input.shape[1])
         indices = np.asarray(rec["indices"], dtype=np.int64).reshape(out_shape) if readable else None
-        return Outcome(OK, forward=arr("forward", out_shape), grad_input=arr("grad_input", case.input.shape),
-                       indices=indices, info=_call(rec))
+        # An AD mode's record carries its derivative (and double backward's by the input).
+        mode = mode_of(rec)
+        derivatives = ({"tangent_output": arr("derivative", out_shape)} if mode == "jvp" else
+                       {"grad_grad_output": arr("derivative", out_shape),
+                        "grad_grad_input": arr("grad_grad_input", case.input.shape)} if mode == "double_backward" else {})
+        return Outcome(OK, forward=arr("forward", out_shape) if rec.get("forward") is not None else None,
+                       grad_input=arr("grad_input", case.input.shape), indices=indices, info=_call(rec),
+                       **derivatives)
     return Outcome(rec["verdict"], message=framework_message(rec), info=_call(rec))
+
+
+def mode_of(rec: dict) -> str:
+    """The derivative a record checked: "backward" (no mode field: older results) or an AD mode."""
+    return rec.get("mode") or "backward"
 
 
 def _call(rec: dict) -> dict:
@@ -70,4 +81,4 @@ def judge_record(rec: dict, knowledge: Knowledge, env: dict) -> Judgement:
     target = Target(rec["framework"], rec["variant"], rec["device"])
     machine = Machine.from_environment(env)
     return check(case, target, rec["framework_version"], [outcome_of(rec, case)], knowledge, 0.0,
-                 machine).judgement
+                 machine, mode=mode_of(rec)).judgement
