@@ -39,7 +39,7 @@ case "$mode" in
     conformance)
         setup
         set +e
-        "$venv/bin/python" -m pytest tests/conformance -n 2 --dist loadgroup \
+        "$venv/bin/python" -m pytest tests/conformance -n 2 \
             --results "$out/results.jsonl" --report-html "$out/report.html" "$@"
         rc=$?
         set -e
@@ -52,7 +52,7 @@ case "$mode" in
         set +e
         # The project's tests plus the whole CPU catalogue on every variant, torch.compile
         # included (see README, "Running a subset", for what that costs).
-        "$venv/bin/python" -m pytest -n 2 --dist loadgroup --junitxml "$out/tests.xml" \
+        "$venv/bin/python" -m pytest -n 2 --junitxml "$out/tests.xml" \
             --results "$out/test-results.jsonl" "$@"
         rc=$?
         set -e

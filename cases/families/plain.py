@@ -7,12 +7,14 @@ from .base import Context, pick, place_per_window
 
 def tie_free(ctx: Context):
     """Distinct values in every plane (so every window has one maximum, 1/8 clear of the
-    next, and finite differences agree with the gradient). Variant "negative": all values
-    negative, so a kernel that pads with 0 instead of -inf lets padding win. lp_pool gets
-    positive values (its odd norms are undefined for negative window sums)."""
-    if ctx.variant == "negative":
-        return ctx.distinct(sign=-1)
+    next, and finite differences agree with the gradient). lp_pool gets positive values (its
+    odd norms are undefined for negative window sums)."""
     return ctx.distinct(sign=1 if ctx.spec.op == "lp_pool" else 0)
+
+
+def negative(ctx: Context):
+    """Distinct negative values, so a kernel that pads with 0 instead of -inf lets padding win."""
+    return ctx.distinct(sign=-1)
 
 
 def zero_windows(ctx: Context):

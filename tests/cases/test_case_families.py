@@ -144,10 +144,6 @@ def reaches_padding(case):
     return any(None in taps for _, taps, _ in planes_and_windows(case))
 
 
-def variant_sign_holds(case):
-    return variant_of(case) != "negative" or bool((case.input.astype(np.float64) < 0).all())
-
-
 def negative(case):
     """All values negative, in windows that reach the padding."""
     return reaches_padding(case) and bool((case.input.astype(np.float64) < 0).all())
