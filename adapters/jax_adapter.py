@@ -25,7 +25,7 @@ from jax import lax
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, Outcome
+from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, Outcome, unsupported_rule
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -132,6 +132,20 @@ def _forward_and_vjp(pool, x, g):
     return y, vjp(g.astype(y.dtype))[0]
 
 
+def _reverse(pool, x, g) -> dict:
+    y, dx = _forward_and_vjp(pool, x, g)
+    return {"forward": y, "grad_input": dx}
+
+
+def _jvp(pool, x, g, tangent) -> dict:
+    y, y_t = jax.jvp(pool, (x,), (tangent,))
+    return {"forward": y, "tangent_output": y_t, "grad_input": _forward_and_vjp(pool, x, g)[1]}
+
+
+def _double_backward(pool, x, g, v) -> dict:
+    dx, vjp = jax.vjp(lambda a, b: _forward_and_vjp(pool, a, b)[1], x, g)
+    by_x, by_g = vjp(v.astype(dx.dtype))
+    return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
 
 
 def _refused(spec, variant, x) -> bool:
@@ -183,16 +197,27 @@ class JaxAdapter(Adapter):
         return env
 
     @functools.lru_cache(maxsize=None)
-    def _jitted(self, spec, shape, dtype, variant):
+    def _jitted(self, spec, shape, dtype, variant, mode):
         pool = _flax_pool_fn(spec, shape) if variant == "flax" else _pool_fn(spec, shape, dtype)
 
-        def traced(x, g):
-            result = _forward_and_vjp(pool, x, g)
+        def traced(*arrays):
+            result = mode(pool, *arrays)
             self.traces += 1  # once per completed trace (then compiled), never per call
             return result
         return jax.jit(traced)
 
     def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        return self._mode(_reverse, spec, variant, device, x, grad_output)
+
+    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
+        """jax.jvp for the tangent, jax.vjp for the gradient (one jit in the jitted variants)."""
+        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
+
+    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
+        """jax.vjp of the function (x, g) -> vjp(pool, x)(g)."""
+        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
+
+    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
         if variant not in self.variants:
             raise ValueError(f"unknown jax variant {variant!r}; known: {self.variants}")
         dev = self._device(device)
@@ -201,29 +226,29 @@ class JaxAdapter(Adapter):
         # flax runs under JAX's default config (no 64-bit types: its float32 counts are what
         # users get) except for float64 cases, which need them.
         with jax.enable_x64(variant != "flax" or x.dtype == np.float64):
-            return self._run(spec, variant, dev, x, grad_output)
+            return self._run(mode, spec, variant, dev, x, grad_output, *extra)
 
-    def _run(self, spec, variant, dev, x, grad_output) -> Outcome:
+    def _run(self, mode, spec, variant, dev, x, grad_output, *extra) -> Outcome:
         try:
             if variant == "eager":
-                fn = functools.partial(_forward_and_vjp, _pool_fn(spec, x.shape, x.dtype))
+                fn = functools.partial(mode, _pool_fn(spec, x.shape, x.dtype))
             else:
-                fn = self._jitted(spec, x.shape, x.dtype, variant)
+                fn = self._jitted(spec, x.shape, x.dtype, variant, mode)
         except _Unsupported as e:
             return Outcome(status=UNSUPPORTED, message=str(e))
         except ImportError as e:
             return Outcome(status=NOT_INSTALLED, message=f"{variant} is not installed ({e})")
         info = {"device": dev.device_kind}
         try:
-            y, dx = fn(jax.device_put(x, dev), jax.device_put(grad_output, dev))
-            y, dx = np.asarray(y), np.asarray(dx)
+            arrays = {k: np.asarray(a) for k, a in fn(*(jax.device_put(a, dev) for a in (x, grad_output, *extra))).items()}
         except Exception as e:  # whatever JAX raised is the result
             if _refused(spec, variant, x):
                 return Outcome(status=UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
-            return Outcome(status=ERROR, message=f"{type(e).__name__}: {e}", info=info)
+            status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
+            return Outcome(status=status, message=f"{type(e).__name__}: {e}", info=info)
         if variant != "eager":
             info["compiles"] = self.traces
-        return Outcome(status=OK, forward=y, grad_input=dx, info=info)
+        return Outcome(status=OK, info=info, **arrays)
 
 
 ADAPTER = JaxAdapter()

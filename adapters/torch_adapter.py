@@ -18,6 +18,7 @@ behaviour. Anything else torch raises is ERROR.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -29,7 +30,7 @@ from torch._dynamo.utils import counters as dynamo_counters
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
 _MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
@@ -171,6 +172,18 @@ class TorchAdapter:
         }
 
     def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
+        return self._mode(_reverse, spec, variant, device, x, grad_output)
+
+    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
+        """torch.func.jvp for the tangent, torch.func.vjp for the gradient (compiled together
+        in the compile variant)."""
+        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
+
+    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
+        """autograd.grad with create_graph=True, then autograd.grad of sum(dX * v)."""
+        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
+
+    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
         if variant not in VARIANTS:
             raise ValueError(f"unknown torch variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device == "gpu" and not torch.cuda.is_available():
@@ -182,42 +195,78 @@ class TorchAdapter:
             return Outcome(UNSUPPORTED, message=kw)
         dev = "cuda" if device == "gpu" else "cpu"
         try:
-            return self._execute(self._callable(spec.op, rank, kw, variant, x, dev), variant, rank, dev,
-                                 x, grad_output)
+            return self._execute(self._callable(spec.op, rank, kw, variant, x, dev, mode), variant, rank,
+                                 dev, x, grad_output, *extra)
         except Exception as e:  # whatever torch raised is the result
             refusal = _refusal(spec.op, rank, kw, variant, x)
             if refusal is not None:  # for compile: torch's own check, without dynamo's wrapping
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
-            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+            return Outcome(UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR,
+                           message=f"{type(e).__name__}: {e}")
 
-    def _callable(self, op, rank, kw, variant, x, dev):
+    def _callable(self, op, rank, kw, variant, x, dev, mode):
+        """tensors -> the mode's arrays. For compile, torch.compile compiles the pooling call,
+        or for jvp the whole mode (torch.func transforms trace into one graph); reverse and
+        double backward differentiate the compiled call, as a user's training step would."""
+        with_indices = variant == "return_indices"
         if variant == "module":
-            return _module(op, rank, kw)
+            return functools.partial(mode, _module(op, rank, kw), with_indices)
         if variant != "compile":
-            return _functional(op, rank, kw)
+            return functools.partial(mode, _functional(op, rank, kw), with_indices)
         # Keyed on everything that would make dynamo recompile, so each entry compiles once.
-        key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev)
+        key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev, mode is _jvp)
         if key not in self._compiled:
             torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
-            self._compiled[key] = torch.compile(_fresh_code(_functional(op, rank, kw)), dynamic=False)
-        return self._compiled[key]
+            pool = _functional(op, rank, kw)
+            if mode is _jvp:
+                def whole(*tensors):
+                    return mode(pool, with_indices, *tensors)
+                self._compiled[key] = torch.compile(_fresh_code(whole), dynamic=False)
+            else:
+                self._compiled[key] = torch.compile(_fresh_code(pool), dynamic=False)
+        if mode is _jvp:
+            return self._compiled[key]
+        return functools.partial(mode, self._compiled[key], with_indices)
 
-    def _execute(self, fn, variant, rank, dev, x, grad_output) -> Outcome:
-        xt, gt = to_torch(x, dev), to_torch(grad_output, dev)
+    def _execute(self, computation, variant, rank, dev, x, grad_output, *extra) -> Outcome:
+        tensors = [to_torch(a, dev) for a in (x, grad_output, *extra)]
         if variant == "channels_last":
-            xt = xt.contiguous(memory_format=_CHANNELS_LAST[rank])
-            gt = gt.contiguous(memory_format=_CHANNELS_LAST[rank])
-        xt.requires_grad_(True)
-        result = fn(xt)
-        y, indices = result if variant == "return_indices" else (result, None)
-        y.backward(gt)
+            tensors = [t.contiguous(memory_format=_CHANNELS_LAST[rank]) for t in tensors]
+        arrays = computation(*tensors)
         info: dict[str, Any] = {"device_name": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"}
         if variant == "compile":
             info["compiles"] = dynamo_counters["stats"]["unique_graphs"]
-        if variant == "channels_last":
-            info["output_channels_last"] = y.is_contiguous(memory_format=_CHANNELS_LAST[rank])
-        return Outcome(OK, forward=to_numpy(y), grad_input=to_numpy(xt.grad),
-                       indices=None if indices is None else to_numpy(indices), info=info)
+        if variant == "channels_last" and "forward" in arrays:
+            info["output_channels_last"] = arrays["forward"].is_contiguous(memory_format=_CHANNELS_LAST[rank])
+        return Outcome(OK, info=info, **{k: to_numpy(t) for k, t in arrays.items() if t is not None})
+
+
+def _first(fn, with_indices: bool):
+    return (lambda t: fn(t)[0]) if with_indices else fn
+
+
+def _reverse(fn, with_indices, xt, gt) -> dict:
+    xt.requires_grad_(True)
+    result = fn(xt)
+    y, indices = result if with_indices else (result, None)
+    y.backward(gt)
+    return {"forward": y, "grad_input": xt.grad, "indices": indices}
+
+
+def _jvp(fn, with_indices, xt, gt, tangent) -> dict:
+    pool = _first(fn, with_indices)
+    y, y_t = torch.func.jvp(pool, (xt,), (tangent,))
+    _, vjp = torch.func.vjp(pool, xt)
+    return {"forward": y, "tangent_output": y_t, "grad_input": vjp(gt)[0]}
+
+
+def _double_backward(fn, with_indices, xt, gt, v) -> dict:
+    xt.requires_grad_(True)
+    gt.requires_grad_(True)
+    (dx,) = torch.autograd.grad(_first(fn, with_indices)(xt), xt, gt, create_graph=True)
+    # materialize_grads: torch's own zeros where sum(dx * v) does not depend on an input
+    by_g, by_x = torch.autograd.grad(dx, (gt, xt), v, allow_unused=True, materialize_grads=True)
+    return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
 
 
 ADAPTER = TorchAdapter()

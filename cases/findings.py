@@ -99,9 +99,10 @@ class Finding:
     def matches_failure(self, verdict: str, message: str) -> bool:
         """A failure claim: the verdict, and for error/crash the type and message. A "wrong"
         claim says only that the path diverges there by no fixed rule: any divergent result
-        that ran (whatever policy the search happens to name for it) matches."""
+        that ran (whatever policy the search happens to name for it) matches, in an AD mode also
+        one whose modes disagree (inconsistent_modes: one side follows no rule)."""
         if self.verdict == "wrong":
-            return verdict in ("policy", "inconsistent", "wrong")
+            return verdict in ("policy", "inconsistent", "inconsistent_modes", "wrong")
         if verdict != self.verdict:
             return False
         if self.error is None:

@@ -4,7 +4,8 @@ Rows are kinds of case (numeric ties, several NaNs, a NaN beside numbers, -inf w
 padding, signed zeros, subnormals, ...), named by the case properties the findings select on;
 columns are framework paths (framework and variant); a cell names what the path does there,
 the releases the lanes measured it on, and the finding with its upstream link. A blank cell
-is the spec's canonical behaviour (SPEC.md) as far as the catalogue shows.
+is the spec's canonical behaviour (SPEC.md) as far as the catalogue shows. Findings about the
+AD modes (forward mode, double backward) name their modes in the cell.
 
     python -m cases.semantics            # print the Markdown table
     python -m cases.semantics -o docs/SEMANTICS.md
@@ -60,15 +61,25 @@ def releases(knowledge: kb.Knowledge, f: kb.Finding) -> str:
 
 
 def claim(f: kb.Finding) -> str:
+    """What the finding claims; an AD-mode finding names its modes, whose policy its
+    ``forward`` is (its ``gradient``: the reverse mode's of the same call)."""
+    ad = "/".join(m for m in f.modes if m != "backward")
     if f.claims_policy:
         parts = []
         if f.forward == f.gradient:
             parts.append(_policy(f.forward))
         else:
-            parts += [f"forward {_policy(f.forward)}" if f.forward else "",
+            first = ad if "backward" not in f.modes else "forward"
+            parts += [f"{first} {_policy(f.forward)}" if f.forward else "",
                       f"gradient {_policy(f.gradient)}" if f.gradient else ""]
-        return "; ".join(p for p in parts if p)
-    return f.verdict + (f" ({' / '.join(f.error[0])})" if f.error else "")
+        text = "; ".join(p for p in parts if p)
+    else:
+        text = f.verdict + (f" ({' / '.join(f.error[0])})" if f.error else "")
+    if not ad:
+        return text
+    if "backward" in f.modes:
+        return f"{text}, also in {ad.replace('/', ', ')}"
+    return text if text.startswith(ad) else f"{ad}: {text}"
 
 
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -90,6 +101,8 @@ def scope_text(f: kb.Finding) -> str:
     scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("oneDNN ISA", f.onednn_isa)) if v]
     if f.min_call_elements:
         scope.append(f"calls of {f.min_call_elements}+ elements")
+    if f.modes != ("backward",):
+        scope.append(f"modes {' '.join(f.modes)}")
     return "; ".join(scope)
 
 

@@ -4,7 +4,8 @@ The script rebuilds the case's input and upstream gradient from the record, call
 framework through the record's API path (variant) the way adapters/<fw>_adapter.py does, at
 the record's ``call_shape`` when it has one (the batched call the suite made: kernels can
 depend on its size), and
-prints dL/dx (L = sum(pool(x) * grad_output)) in channels-first layout as one JSON nested list,
+prints dL/dx (L = sum(pool(x) * grad_output)), or for an AD mode's record the mode's derivative
+along the case's direction (verdicts.ad_modes.direction), in channels-first layout as one JSON nested list,
 with the record's encoding ("nan", "inf", "-inf", "-0.0"). It imports only NumPy and the
 framework: all geometry (pads, divisors, output sizes) is resolved here, with the reference,
 and written into the script as literals.
@@ -23,7 +24,10 @@ import jinja2
 from reference import PoolSpec, resolve
 from reference.geometry import same_padding, window_volume
 
+from verdicts import ad_modes
+
 from .arrays import shape_of
+from .records import decode_array, encode_array
 
 
 
@@ -136,8 +140,14 @@ def script(rec: dict) -> str:
         call = _jax_call(spec, geom, shape)
     else:
         raise NotReproducible(f"no reproducer template for framework {framework!r}")
+    mode = rec.get("mode") or "backward"  # older results have no mode: the reverse mode
+    direction = None
+    if mode != "backward":
+        # The tangent (jvp) or v (double backward) the suite used: a function of the case alone.
+        x = decode_array(rec["input"], rec["dtype"] or spec.dtype).reshape(shape)
+        direction = encode_array(ad_modes.direction(spec, x))
     return _ENV.get_template(f"reproducer_{framework}.py.j2").render(
-        rec=rec, call=call, rank=rank, dtype=rec["dtype"] or spec.dtype)
+        rec=rec, call=call, rank=rank, dtype=rec["dtype"] or spec.dtype, mode=mode, direction=direction)
 
 
 def safe_script(rec: dict) -> str | None:

@@ -14,7 +14,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  first and resolves ties per axis
   signed_zero    "ordered": +0 beats -0 (IEEE 754-2019 maximum, XLA's max)
   init           "lowest": the running maximum starts at the dtype's lowest finite value, so a
-                 window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward)
+                 window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward);
+                 "-inf": it starts at a -inf that wins ties, so a window whose maximum is -inf
+                 selects nothing (a reduce_window from its init value: JAX's forward mode)
   accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
                  order (reference/accumulate.py): the gradients of overlapping windows that
                  meet at one element, and avg/lp's window sums; the only modifier of avg/lp
@@ -58,7 +60,7 @@ MODIFIERS = {
     "padding": ("-inf", "0"),
     "order": ("column_major",),
     "signed_zero": ("ordered",),
-    "init": ("lowest",),
+    "init": ("lowest", "-inf"),
     "accumulate": ("dtype",),
 }
 
@@ -126,7 +128,8 @@ class Policy:
         xw = plan.pad(xs.astype(work_dtype(xs.dtype), copy=False))
         pad_value = None if self.padding is None else float(self.padding)
         best, sel = selection.scan(plan, xw, tie=self.tie, nan=self.nan, nan_tie=self.nan_tie,
-                                   signed_zero=self.signed_zero == "ordered", pad_value=pad_value)
+                                   signed_zero=self.signed_zero == "ordered", pad_value=pad_value,
+                                   seeded=self.init == "-inf")
         return plan, xw, best, sel
 
     def jvp(self, spec, x: np.ndarray, tangent: np.ndarray) -> np.ndarray:

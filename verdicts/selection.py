@@ -59,11 +59,14 @@ def _better(v, best, tie, nan, nan_tie, signed_zero):
 
 
 def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propagate",
-         nan_tie: str | None = None, signed_zero: bool = False, pad_value: float | None = None):
+         nan_tie: str | None = None, signed_zero: bool = False, pad_value: float | None = None,
+         seeded: bool = False):
     """Running selection over the taps of every window of the padded input ``xw``.
 
     ``pad_value`` makes padding taps candidates with that value (a kernel that pads
-    explicitly). Returns (best value, selected tap or -1).
+    explicitly). ``seeded``: the selection starts at a -inf that is no tap, which a tap must
+    beat like any running maximum (a reduction from an init value), so a window whose
+    maximum is -inf selects nothing. Returns (best value, selected tap or -1).
     """
     out_shape = xw.shape[:2] + plan.geom.out_shape
     best = np.full(out_shape, -np.inf, dtype=xw.dtype)
@@ -80,7 +83,9 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
         if nan == "ignore":
             keep = ~np.isnan(v)
             cand = keep if cand is None else cand & keep
-        better = _better(v, best, tie, nan, nan_tie or tie, signed_zero) | (sel < 0)
+        better = _better(v, best, tie, nan, nan_tie or tie, signed_zero)
+        if not seeded:
+            better |= sel < 0
         if cand is not None:
             better &= cand
         np.copyto(best, v, where=better)
