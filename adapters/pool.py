@@ -2,7 +2,7 @@
 
 One pool per pytest process. A framework's worker starts on first use and stays warm across
 calls; frameworks never share a process, so their thread pools, import order and memory do
-not meet. A worker that dies or hangs turns the affected cases into CRASH / TIMEOUT outcomes
+not meet. A variant the registry gives a worker of its own (Keras on a backend) gets one. A worker that dies or hangs turns the affected cases into CRASH / TIMEOUT outcomes
 and is restarted on the next call.
 
 Not thread-safe: call it from one thread.
@@ -59,19 +59,21 @@ class WorkerPool:
         self._descriptions: dict[str, dict] = {}
         atexit.register(self.close)
 
-    def describe(self, framework: str) -> dict:
-        """{status, message, version, devices, variants, environment, startup_s}; cached.
+    def describe(self, framework: str, variant: str | None = None) -> dict:
+        """{status, message, version, devices, variants, environment, startup_s} of the worker
+        that runs ``variant`` (by default the framework's own); cached.
 
         status is OK, or NOT_INSTALLED (nothing is started), or ERROR / CRASH / TIMEOUT when
         the worker could not import the adapter; message then says why.
         """
-        if framework not in self._descriptions:
-            if not registry.installed(framework):
-                self._descriptions[framework] = {"status": NOT_INSTALLED,
-                                                 "message": f"{framework} is not installed"}
+        spec = registry.get(framework).worker(variant)
+        if spec.name not in self._descriptions:
+            if not registry.installed(framework, variant):
+                missing = framework if not registry.installed(framework) else f"{spec.requires} (for {spec.name})"
+                self._descriptions[spec.name] = {"status": NOT_INSTALLED, "message": f"{missing} is not installed"}
             else:
-                self._descriptions[framework] = self._start(framework)
-        return self._descriptions[framework]
+                self._descriptions[spec.name] = self._start(spec)
+        return self._descriptions[spec.name]
 
     def run_group(self, target: Target, spec, xs: list[np.ndarray], gs: list[np.ndarray],
                   timeout_s: float, method: str = "run", extras: list[tuple] | None = None) -> list[Outcome]:
@@ -84,7 +86,7 @@ class WorkerPool:
         one tuple per case (the AD modes' tangent or v, x's shape), stacked like x.
         """
         extras = extras or [()] * len(xs)
-        desc = self.describe(target.framework)
+        desc = self.describe(target.framework, target.variant)
         if desc["status"] != OK:
             return [Outcome(desc["status"], message=desc["message"]) for _ in xs]
         if target.device not in desc["devices"]:
@@ -127,7 +129,7 @@ class WorkerPool:
         return outcome
 
     def _call(self, target, spec, x, g, timeout_s, method="run", extra=()) -> Outcome:
-        worker = self._workers[target.framework]
+        worker = self._workers[registry.get(target.framework).worker(target.variant).name]
         try:
             if not worker.alive:
                 worker.start(self.start_timeout_s)
@@ -139,17 +141,17 @@ class WorkerPool:
         outcome.info["call_shape"] = list(x.shape)
         return outcome
 
-    def _start(self, framework: str) -> dict:
-        if framework not in self._workers:
-            self._workers[framework] = Worker(framework, registry.FRAMEWORKS[framework].module, self.env)
-        worker = self._workers[framework]
+    def _start(self, spec: registry.WorkerSpec) -> dict:
+        if spec.name not in self._workers:
+            self._workers[spec.name] = Worker(spec.name, spec.module, {**self.env, **spec.env})
+        worker = self._workers[spec.name]
         try:
             return worker.start(self.start_timeout_s)
         except Lost as lost:
             return {"status": lost.status, "message": lost.message}
 
     def workers(self) -> dict[str, Worker]:
-        """The workers started so far, by framework (for start counts in benchmarks and tests)."""
+        """The workers started so far, by worker name (for start counts in benchmarks and tests)."""
         return dict(self._workers)
 
     def close(self) -> None:

@@ -1,7 +1,11 @@
 """The frameworks poolgrad knows, what their adapters offer, and whether they are installed.
 
-Static on purpose: the pytest process parametrizes targets from this table without importing
-any framework (imports happen only in that framework's worker process).
+Frameworks are plugins: a distribution registers a :class:`Framework` record under the
+``poolgrad.adapters`` entry point group (poolgrad registers its own three in pyproject.toml the
+same way), so another package adds a framework, or a variant run by its own adapter module,
+without changing poolgrad. A record is light on purpose: the pytest process parametrizes
+targets from it without importing any framework; the adapter module it names is imported only
+in a worker process.
 """
 
 from __future__ import annotations
@@ -13,6 +17,21 @@ import importlib.util
 from .base import Target
 
 DEVICES = ("cpu", "gpu")
+ENTRY_POINTS = "poolgrad.adapters"
+
+
+class RegistrationError(Exception):
+    """An entry point of the poolgrad.adapters group does not name a usable Framework."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSpec:
+    """One worker process: the pool starts one per name."""
+
+    name: str
+    module: str          # the adapter module it imports (its ``ADAPTER``)
+    env: dict            # set before that import (e.g. KERAS_BACKEND)
+    requires: str        # importable for the variants it runs to count as installed
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -24,28 +43,83 @@ class Framework:
     variants: tuple[str, ...]
     # variant -> how the indices it returns are written (verdicts/indices.py LAYOUTS)
     index_layouts: dict = dataclasses.field(default_factory=dict)
+    # variant -> WorkerSpec, for variants another adapter module runs in a worker of its own
+    workers: dict = dataclasses.field(default_factory=dict)
+
+    def worker(self, variant: str | None = None) -> WorkerSpec:
+        """The worker that runs ``variant`` (None: the framework's own adapter)."""
+        return self.workers.get(variant) or WorkerSpec(self.name, self.module, {}, self.import_name)
 
 
-FRAMEWORKS = {
-    f.name: f for f in (
-        Framework("torch", "adapters.torch_adapter", "torch", ("torch",),
-                  ("eager", "channels_last", "compile", "module", "return_indices"),
-                  {"return_indices": "plane"}),
-        Framework("tensorflow", "adapters.tf_adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
-                  ("eager", "function", "xla", "keras", "with_argmax"),
-                  {"with_argmax": "image_channels_last"}),
-        Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit", "flax")),
-    )
-}
+def keras_on(backend: str) -> dict:
+    """The ``keras`` variant of a framework: Keras 3's pooling layers with the framework as
+    Keras's backend. Keras fixes its backend when it is imported (KERAS_BACKEND), so Keras on
+    each backend runs in a worker of its own."""
+    return {"keras": WorkerSpec(f"{backend}-keras", "adapters.keras_adapter", {"KERAS_BACKEND": backend}, "keras")}
 
 
-def installed(name: str) -> bool:
-    """Importable, judged without importing it (that would load the framework here)."""
-    return importlib.util.find_spec(FRAMEWORKS[name].import_name) is not None
+# poolgrad's own frameworks, registered in pyproject.toml like any plugin's.
+TORCH = Framework("torch", "adapters.torch_adapter", "torch", ("torch",),
+                  ("eager", "channels_last", "compile", "module", "return_indices", "keras"),
+                  {"return_indices": "plane"}, keras_on("torch"))
+TENSORFLOW = Framework("tensorflow", "adapters.tf_adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
+                       ("eager", "function", "xla", "keras", "with_argmax"),
+                       {"with_argmax": "image_channels_last"}, keras_on("tensorflow"))
+JAX = Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit", "flax", "keras"),
+                workers=keras_on("jax"))
+
+
+def discover(entry_points=None) -> dict[str, Framework]:
+    """The registered frameworks by name, from the poolgrad.adapters entry points (or the
+    given ones). An entry point is named after its framework and points at its record."""
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINTS)
+    found: dict[str, Framework] = {}
+    for ep in entry_points:
+        where = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINTS})"
+        record = ep.load()
+        if not isinstance(record, Framework):
+            raise RegistrationError(f"{where}: names a {type(record).__name__}; point it at an "
+                                    f"adapters.registry.Framework record")
+        if record.name != ep.name:
+            raise RegistrationError(f"{where}: the record's name is {record.name!r}; name the entry point "
+                                    f"after its framework")
+        if record.name == USER.name:
+            raise RegistrationError(f"{where}: the name {USER.name!r} is reserved for --target kernels; "
+                                    f"register the framework under another name")
+        if record.name in found:
+            raise RegistrationError(f"{where}: framework {record.name!r} is registered twice; uninstall "
+                                    f"one of the distributions that register it")
+        found[record.name] = record
+    return found
+
+
+# Users' own kernels (--target module:function, adapters/user_adapter.py): run like a framework,
+# but no framework under test (no findings, no release lanes), so not among FRAMEWORKS.
+USER = Framework("user", "adapters.user_adapter", "numpy", (), ())
+
+FRAMEWORKS = discover()
+
+
+def get(name: str) -> Framework:
+    """The record of a registered framework, or of users' kernels."""
+    if name == USER.name:
+        return USER
+    if name not in FRAMEWORKS:
+        raise KeyError(f"no framework {name!r} is registered (entry point group {ENTRY_POINTS}); "
+                       f"registered: {', '.join(FRAMEWORKS) or 'none'}")
+    return FRAMEWORKS[name]
+
+
+def installed(name: str, variant: str | None = None) -> bool:
+    """Importable (with what ``variant``'s worker needs), judged without importing it (that
+    would load the framework here)."""
+    fw = get(name)
+    return all(importlib.util.find_spec(m) is not None for m in {fw.import_name, fw.worker(variant).requires})
 
 
 def installed_version(name: str) -> str | None:
-    for dist in FRAMEWORKS[name].distributions:
+    for dist in get(name).distributions:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:

@@ -81,6 +81,16 @@ def same_padding(length: int, kernel: int, stride: int, dilation: int) -> tuple[
     return total // 2, total - total // 2
 
 
+def padding_name(geom: "Geometry") -> str | tuple[tuple[int, int], ...]:
+    """"VALID" or "SAME" where the resolved pads are exactly what that name gives for this input
+    (the names TensorFlow, Keras and lax.reduce_window take), else the pads themselves."""
+    if all(p == (0, 0) for p in geom.pads):
+        return "VALID"
+    same = tuple(same_padding(L, k, s, d) for L, k, s, d in
+                 zip(geom.spatial_shape, geom.kernel_size, geom.stride, geom.dilation))
+    return "SAME" if geom.pads == same else geom.pads
+
+
 def explicit_pads(spec: PoolSpec, spatial_shape, kernel, stride, dilation) -> tuple[tuple[int, int], ...]:
     """Resolve the spec's padding (int, per-dim, pairs, SAME, VALID) to (before, after) per axis."""
     rank = len(spatial_shape)

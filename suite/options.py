@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 
 import pytest
 
-from adapters import registry
+from adapters import registry, user_adapter
 from adapters.base import Target
 
 
@@ -16,6 +17,10 @@ def add_options(parser) -> None:
     g.addoption("--frameworks", default=None, help="comma list of frameworks to check (default: every installed one): torch,tensorflow,jax")
     g.addoption("--variants", default=None, help="comma list of API paths (default: all), e.g. eager,jit,compile")
     g.addoption("--devices", default=None, help="comma list of devices: cpu,gpu (default: cpu, plus gpu when a GPU driver is present)")
+    g.addoption("--target", action="append", default=[], metavar="MODULE:FUNCTION",
+                help="also check your own pooling kernel (repeatable): function(spec, x, grad_output) -> "
+                     "(forward, grad_input) on NumPy arrays (README, 'Your own kernel'); with --target and no "
+                     "--frameworks only the kernels are checked")
     g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
     g.addoption("--findings", default=None, metavar="PATH", help="the knowledge base of known behaviours (default: cases/data/findings.toml)")
     g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
@@ -60,13 +65,38 @@ def selected_targets(config) -> tuple[list[Target], list[str]]:
     devices = _comma(config.getoption("devices"), registry.DEVICES, "--devices")
     if devices is None:
         devices = ["cpu", "gpu"] if gpu_driver_present() else ["cpu"]
-    asked = frameworks or names
+    kernels = user_targets(config.getoption("target"))
+    asked = frameworks if frameworks is not None else [] if kernels else names
+    if not asked and not kernels:
+        raise pytest.UsageError(f"no framework adapters are registered (entry point group {registry.ENTRY_POINTS}): "
+                                f"install poolgrad (in a checkout: pip install -e .)")
     missing = [f for f in asked if not registry.installed(f)]
     if frameworks is None:
         asked = [f for f in asked if f not in missing]
     targets = [t for t in registry.all_targets()
                if t.framework in asked and t.device in devices and (variants is None or t.variant in variants)]
-    return targets, missing
+    return targets + kernels, missing
+
+
+def user_targets(values) -> list[Target]:
+    """The targets of --target module:function, checked without importing the module (it may
+    import a framework, which this process must not)."""
+    targets = []
+    for value in values:
+        try:
+            variant = user_adapter.variant_of(value)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        module = value.split(":")[0]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:   # a parent package is missing
+            found = False
+        if not found:
+            raise pytest.UsageError(f"--target {value!r}: module {module!r} is not importable here; "
+                                    f"put its directory on PYTHONPATH")
+        targets.append(Target(user_adapter.FRAMEWORK, variant, "cpu"))
+    return list(dict.fromkeys(targets))
 
 
 def shard(value) -> tuple[int, int] | None:

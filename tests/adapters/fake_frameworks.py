@@ -40,3 +40,18 @@ def case(seed: int, dtype=np.float32, n: int = 1, sentinel: float | None = None)
         x[0, 0, 0, 0] = sentinel
     g = rng.integers(1, 8, (n, 2, 2, 2)).astype(dtype)
     return x, g
+
+
+# What a separate package's entry point names (tests/adapters/test_registry.py).
+PLUGIN = fake("plugin")
+
+
+class Options:
+    """The options suite.options.selected_targets reads, as a pytest config gives them."""
+
+    def __init__(self, **given):
+        self.given = {"frameworks": None, "variants": None, "devices": "cpu", "target": [], **given}
+
+    def getoption(self, name):
+        return self.given[name]
+

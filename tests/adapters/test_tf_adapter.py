@@ -48,19 +48,12 @@ def assert_matches_reference(spec, x, g, outcome, dtype="float32"):
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=RTOL[dtype], atol=RTOL[dtype])
 
 
-@pytest.mark.parametrize("variant", ["eager", "function", "xla", "keras"])
+@pytest.mark.parametrize("variant", ["eager", "function", "xla"])
 @pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("op,which", [(op, i) for op in SPECS for i in range(2)])
 def test_variants_match_reference(variant, rank, op, which):
     spec, x, g = make_case({"op": op, **SPECS[op][which]}, SHAPES[rank])
     assert_matches_reference(spec, x, g, ADAPTER.run(spec, variant, "cpu", x, g))
-
-
-@pytest.mark.parametrize("rank", [1, 2, 3])
-@pytest.mark.parametrize("op", ["adaptive_max_pool", "adaptive_avg_pool"])
-def test_keras_adaptive_layers_match_reference(rank, op):
-    spec, x, g = make_case({"op": op, "output_size": 3}, SHAPES[rank])
-    assert_matches_reference(spec, x, g, ADAPTER.run(spec, "keras", "cpu", x, g))
 
 
 @pytest.mark.parametrize("variant", ["eager", "function", "xla"])
@@ -93,7 +86,7 @@ def _may_error(rank, dtype):
     return rank == 3 and dtype in ("float16", "float64")
 
 
-@pytest.mark.parametrize("variant", ["eager", "xla", "keras"])
+@pytest.mark.parametrize("variant", ["eager", "xla"])
 @pytest.mark.parametrize("rank", [2, 3])
 @pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -147,7 +140,6 @@ def test_with_argmax_matches_reference_and_its_indices_decode_to_the_maxima():
     ("eager", {"op": "max_pool", "kernel_size": 2, "ceil_mode": True}, SHAPES[2], "ceil_mode"),
     ("eager", {"op": "lp_pool", "kernel_size": 2, "norm_type": 2}, SHAPES[2], "Lp"),
     ("eager", {"op": "avg_pool", "kernel_size": 3, "stride": 2, "padding": "SAME"}, SHAPES[2], "excludes padding"),
-    ("keras", {"op": "avg_pool", "kernel_size": 3, "padding": 1, "count_include_pad": True}, SHAPES[2], "excludes padding"),
     ("eager", {"op": "avg_pool", "kernel_size": 2, "divisor_override": 3}, SHAPES[2], "divisor_override"),
     # refused by TF itself, with its own message
     ("eager", {"op": "avg_pool", "kernel_size": 3, "padding": 1, "count_include_pad": False}, SHAPES[2],
@@ -157,13 +149,11 @@ def test_with_argmax_matches_reference_and_its_indices_decode_to_the_maxima():
      "InvalidArgumentError: "),
     ("with_argmax", {"op": "max_pool", "kernel_size": 2, "padding": [[1, 0], [0, 0]]}, SHAPES[2],
      "TypeError: Expected string for argument 'padding'"),
-    ("keras", {"op": "max_pool", "kernel_size": 2, "padding": [[1, 0], [0, 1]]}, SHAPES[2], "neither"),
     ("function", {"op": "adaptive_max_pool", "output_size": 2}, SHAPES[2], "adaptive"),
     ("eager", {"op": "max_pool", "kernel_size": 2, "stride": 2, "dilation": 2}, SHAPES[2],
      "ValueError: `strides > 1` not supported in conjunction with `dilation_rate > 1`"),
     ("eager", {"op": "max_pool", "kernel_size": 2, "stride": 1, "dilation": 2, "padding": "SAME"}, SHAPES[2],
      "ValueError: pooling with 'SAME' padding is not implemented for `dilation_rate` > 1"),
-    ("keras", {"op": "max_pool", "kernel_size": 2, "stride": 1, "dilation": 2}, SHAPES[2], "dilation"),
     ("with_argmax", {"op": "max_pool", "kernel_size": 2}, SHAPES[3], "2-D"),
     ("with_argmax", {"op": "avg_pool", "kernel_size": 2}, SHAPES[2], "max pooling only"),
 ])
@@ -174,7 +164,7 @@ def test_unsupported_paths_say_why(variant, spec_dict, shape, reason):
     assert outcome.forward is None and outcome.grad_input is None
 
 
-@pytest.mark.parametrize("variant", ["eager", "keras", "with_argmax"])
+@pytest.mark.parametrize("variant", ["eager", "with_argmax"])
 def test_explicit_pads_equal_to_tf_same_run_as_same(variant):
     # SHAPES[2] = 5x7, k3 s2: SAME pads are (1, 1) and (1, 1); explicit padding 1 is that.
     spec, x, g = make_case({"op": "max_pool", "kernel_size": 3, "stride": 2, "padding": 1}, SHAPES[2])
@@ -239,7 +229,7 @@ def test_devices_environment_and_version():
     assert ADAPTER.version() == tf.__version__
     assert ADAPTER.devices()[0] == "cpu"
     env = ADAPTER.environment()
-    assert env["tensorflow"] == tf.__version__ and env["keras_backend"] == "tensorflow"
+    assert env["tensorflow"] == tf.__version__
     assert {"cuda_build", "cudnn_build", "gpu", "onednn"} <= set(env)
 
 

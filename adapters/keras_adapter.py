@@ -1,0 +1,183 @@
+"""Keras adapter: Keras 3's pooling layers on each of its backends (the ``keras`` variant of
+torch, tensorflow and jax).
+
+Keras fixes its backend when it is imported, from KERAS_BACKEND, so this module runs in one
+worker per backend, started with KERAS_BACKEND set (adapters/registry.py, ``keras_on``).
+
+The layers are called as Keras users call them: MaxPooling{1,2,3}D, AveragePooling{1,2,3}D and
+AdaptiveMaxPooling / AdaptiveAveragePooling{1,2,3}D, channels_last (Keras's default), called
+eagerly on the backend's tensors, with the case dtype as the layer's dtype (a default float32
+layer would silently cast float16/bfloat16 inputs). The derivatives are the backend's own
+autodiff of the layer call, taken by the backend adapter's own mode functions (tf.GradientTape,
+jax.vjp, torch autograd), so a keras result differs from the backend's other variants only by
+what Keras itself does.
+
+A spec Keras has no argument for (ceil_mode, dilation, Lp, explicit padding that is neither
+"same" nor "valid", ...) is unsupported with poolgrad's reason; arguments Keras takes and
+refuses are unsupported with Keras's own message (``_refused``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import os
+
+import numpy as np
+
+from reference.geometry import padding_name, resolve
+
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule
+
+_BACKEND_ADAPTERS = {"tensorflow": "adapters.tf_adapter", "jax": "adapters.jax_adapter", "torch": "adapters.torch_adapter"}
+BACKEND = os.environ.get("KERAS_BACKEND")
+if BACKEND not in _BACKEND_ADAPTERS:
+    raise RuntimeError(f"KERAS_BACKEND={BACKEND!r}: the keras adapter runs in a worker started with KERAS_BACKEND "
+                       f"set to one of {', '.join(_BACKEND_ADAPTERS)} (adapters/registry.py, keras_on)")
+# The backend's adapter first: it configures the framework as every poolgrad target runs it
+# (JAX's 64-bit types, no TF32), and its mode functions differentiate the layer call.
+_backend = importlib.import_module(_BACKEND_ADAPTERS[BACKEND])
+
+import keras  # noqa: E402
+
+_MODES = {"run": _backend._reverse, "jvp": _backend._jvp, "double_backward": _backend._double_backward}
+_LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
+                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
+
+
+class _Unsupported(Exception):
+    """The spec has no Keras layer arguments; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """A Keras pooling layer's class and arguments (hashable: layers are cached by it)."""
+
+    name: str                      # e.g. "MaxPooling2D"
+    pool_size: tuple | None
+    strides: tuple | None
+    padding: str | None            # "valid" | "same"
+    output_size: tuple | None      # adaptive layers
+
+    def build(self, dtype: str):
+        cls = getattr(keras.layers, self.name)
+        if self.output_size is not None:
+            return cls(self.output_size, data_format="channels_last", dtype=dtype)
+        return cls(self.pool_size, strides=self.strides, padding=self.padding, data_format="channels_last", dtype=dtype)
+
+
+def plan(spec, shape) -> Layer:
+    """The Keras layer for a spec and input shape, or raise _Unsupported with the reason."""
+    geom = resolve(spec, shape)
+    name = f"{_LAYER_NAMES.get(spec.op, '')}{len(shape) - 2}D"
+    if spec.op not in _LAYER_NAMES:
+        raise _Unsupported(f"Keras has no {spec.op} layer")
+    if spec.is_adaptive:
+        return Layer(name, None, None, None, geom.out_shape)
+    if spec.ceil_mode:
+        raise _Unsupported("Keras pooling layers have no ceil_mode")
+    if any(d > 1 for d in geom.dilation):
+        raise _Unsupported("Keras pooling layers have no dilation")
+    if spec.op == "avg_pool" and spec.divisor_override is not None:
+        raise _Unsupported("Keras average pooling has no divisor_override")
+    padding = padding_name(geom)
+    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
+        raise _Unsupported("Keras average pooling always excludes padding from the divisor "
+                           "(count_include_pad=True needs zero padding)")
+    if not isinstance(padding, str):
+        # Keras does not check the argument: pairs fail inside the layer (an AttributeError
+        # on TensorFlow), which is no refusal of Keras's.
+        raise _Unsupported(f"padding {list(geom.pads)} is neither 'same' nor 'valid' for this input, "
+                           f"and Keras pooling layers take only 'valid'/'same'")
+    return Layer(name, geom.kernel_size, geom.stride, padding.lower(), None)
+
+
+@functools.lru_cache(maxsize=None)
+def _layer(layer: Layer, dtype: str):
+    return layer.build(dtype)
+
+
+def _refused(layer: Layer, x: np.ndarray) -> bool:
+    """Whether Keras refused the layer's arguments for this input, as opposed to failing on a
+    call it accepts: a new layer called on a symbolic keras.KerasTensor of the channels-last
+    shape and dtype (Keras's own shape inference, no data, no kernel) raises too."""
+    shape = (x.shape[0], *x.shape[2:], x.shape[1])
+    try:
+        layer.build(x.dtype.name)(keras.KerasTensor(shape, dtype=x.dtype.name))
+    except Exception:  # noqa: BLE001 - Keras refuses with ValueError, its backends with their own
+        return True
+    return False
+
+
+def _tensorflow(mode, pool, device, arrays) -> dict:
+    import tensorflow as tf
+    with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+        out = mode(lambda t: (pool(t), None), *map(tf.constant, arrays))   # TF's modes take (y, indices)
+        return {k: t.numpy() for k, t in out.items() if t is not None}
+
+
+def _jax(mode, pool, device, arrays) -> dict:
+    import jax
+    dev = jax.devices(device)[0]
+    return {k: np.asarray(t) for k, t in mode(pool, *(jax.device_put(a, dev) for a in arrays)).items()}
+
+
+def _torch(mode, pool, device, arrays) -> dict:
+    dev = "cuda" if device == "gpu" else "cpu"
+    out = mode(pool, False, *(_backend.to_torch(a, dev) for a in arrays))   # False: no indices
+    return {k: _backend.to_numpy(t) for k, t in out.items() if t is not None}
+
+
+_CALL = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}[BACKEND]
+
+
+class KerasAdapter:
+    framework = BACKEND
+    variants = ("keras",)
+
+    def version(self) -> str:
+        """The backend's version: a keras target is one of the backend framework's."""
+        return _backend.ADAPTER.version()
+
+    def devices(self) -> list[str]:
+        return _backend.ADAPTER.devices()
+
+    def environment(self) -> dict:
+        return {**_backend.ADAPTER.environment(), "keras": keras.__version__, "keras_backend": keras.backend.backend()}
+
+    def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        return self._mode("run", spec, variant, device, x, grad_output)
+
+    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
+        """The backend's forward mode of the layer call (ForwardAccumulator, jax.jvp, torch.func.jvp)."""
+        return self._mode("jvp", spec, variant, device, x, grad_output, tangent)
+
+    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
+        """The backend's gradient of the layer call's gradient."""
+        return self._mode("double_backward", spec, variant, device, x, grad_output, v)
+
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        if variant != "keras":
+            raise ValueError(f"unknown keras variant {variant!r}; known: keras")
+        if device not in self.devices():
+            return Outcome(NO_DEVICE, message=f"no GPU visible to {BACKEND}")
+        try:
+            layer = plan(spec, x.shape)
+        except _Unsupported as e:
+            return Outcome(UNSUPPORTED, message=str(e))
+        rank = x.ndim - 2
+        to_last, to_first = (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
+        info = {"device": device, "layer": layer.name, "keras": keras.__version__}
+        try:
+            arrays = _CALL(_MODES[method], _layer(layer, x.dtype.name), device,
+                           [np.ascontiguousarray(np.transpose(a, to_last)) for a in (x, grad_output, *extra)])
+        except Exception as e:  # whatever Keras or its backend raised is the result
+            if _refused(layer, x):
+                return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
+            status = UNSUPPORTED if method != "run" and unsupported_rule(e) else ERROR
+            return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
+        return Outcome(OK, info=info, **{k: np.transpose(a, to_first) for k, a in arrays.items()})
+
+
+ADAPTER = KerasAdapter()
