@@ -107,6 +107,21 @@ class Adapter:
         raise NotImplementedError
 
 
+class ModeMethods:
+    """``run``, ``jvp`` and ``double_backward`` (see :class:`Adapter`) as one call each of the
+    adapter's own ``_mode(method, spec, variant, device, x, grad_output, *extra)``: ``method``
+    is the key of METHODS, ``extra`` the arrays it lists."""
+
+    def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        return self._mode("run", spec, variant, device, x, grad_output)
+
+    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
+        return self._mode("jvp", spec, variant, device, x, grad_output, tangent)
+
+    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
+        return self._mode("double_backward", spec, variant, device, x, grad_output, v)
+
+
 def unsupported_rule(error: Exception) -> bool:
     """Whether a framework raised because it has no derivative rule for this mode (torch and
     JAX raise NotImplementedError, TensorFlow LookupError 'No gradient defined'; torch.compile's

@@ -25,7 +25,7 @@ from jax import lax
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, Outcome, unsupported_rule
+from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, unsupported_rule
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -138,14 +138,19 @@ def _reverse(pool, x, g) -> dict:
 
 
 def _jvp(pool, x, g, tangent) -> dict:
+    """jax.jvp for the tangent, jax.vjp for the gradient (one jit in the jitted variants)."""
     y, y_t = jax.jvp(pool, (x,), (tangent,))
     return {"forward": y, "tangent_output": y_t, "grad_input": _forward_and_vjp(pool, x, g)[1]}
 
 
 def _double_backward(pool, x, g, v) -> dict:
+    """jax.vjp of the function (x, g) -> vjp(pool, x)(g)."""
     dx, vjp = jax.vjp(lambda a, b: _forward_and_vjp(pool, a, b)[1], x, g)
     by_x, by_g = vjp(v.astype(dx.dtype))
     return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+_MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 
 
 def _refused(spec, variant, x) -> bool:
@@ -163,7 +168,7 @@ def _refused(spec, variant, x) -> bool:
     return False
 
 
-class JaxAdapter(Adapter):
+class JaxAdapter(ModeMethods, Adapter):
     framework = "jax"
     variants = ("eager", "jit", "flax")
 
@@ -206,18 +211,8 @@ class JaxAdapter(Adapter):
             return result
         return jax.jit(traced)
 
-    def run(self, spec, variant, device, x, grad_output) -> Outcome:
-        return self._mode(_reverse, spec, variant, device, x, grad_output)
-
-    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
-        """jax.jvp for the tangent, jax.vjp for the gradient (one jit in the jitted variants)."""
-        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
-
-    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
-        """jax.vjp of the function (x, g) -> vjp(pool, x)(g)."""
-        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
-
-    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        mode = _MODES[method]
         if variant not in self.variants:
             raise ValueError(f"unknown jax variant {variant!r}; known: {self.variants}")
         dev = self._device(device)

@@ -1,5 +1,4 @@
-"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA) and max_pool_with_argmax (the Keras
-layers on TensorFlow are the keras adapter's, adapters/keras_adapter.py).
+"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA), Keras layers, max_pool_with_argmax.
 
 Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement only NHWC), so
 x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
@@ -18,17 +17,20 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The keras variant must be TF's Keras path; Keras 3 picks its backend from this at import.
+os.environ["KERAS_BACKEND"] = "tensorflow"
 
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 from typing import Any  # noqa: E402
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from reference.geometry import padding_name, resolve  # noqa: E402
+from reference.geometry import resolve, same_padding  # noqa: E402
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule  # noqa: E402
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -36,7 +38,7 @@ tf.get_logger().setLevel("ERROR")
 # The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
 tf.config.experimental.enable_tensor_float_32_execution(False)
 
-VARIANTS = ("eager", "function", "xla", "with_argmax")
+VARIANTS = ("eager", "function", "xla", "keras", "with_argmax")
 _ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
                  "TF_ENABLE_ONEDNN_OPTS")
 
@@ -49,13 +51,23 @@ class _Unsupported(Exception):
 class _Call:
     """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
 
-    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "argmax"
+    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "keras", "argmax"
     op: str                  # spec.op
     rank: int
     kernel: tuple | None
     stride: tuple | None
     dilation: tuple | None
     padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
+    output_size: tuple | None  # adaptive ops
+
+
+def _tf_padding(spec, geom) -> str | tuple:
+    """The TF padding that yields exactly the spec's resolved pads, or the explicit pairs."""
+    if all(p == (0, 0) for p in geom.pads):
+        return "VALID"
+    same = tuple(same_padding(L, k, s, d) for L, k, s, d in
+                 zip(geom.spatial_shape, geom.kernel_size, geom.stride, geom.dilation))
+    return "SAME" if geom.pads == same else geom.pads
 
 
 def _plan(spec, variant: str, shape) -> _Call:
@@ -65,12 +77,14 @@ def _plan(spec, variant: str, shape) -> _Call:
     if spec.op == "lp_pool":
         raise _Unsupported("TensorFlow has no Lp pooling op")
     if spec.is_adaptive:
-        raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do (the keras variant)")
+        if variant != "keras":
+            raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do")
+        return _Call("keras", spec.op, rank, None, None, None, None, geom.out_shape)
     if spec.ceil_mode:
         raise _Unsupported("TensorFlow pooling has no ceil_mode")
     if spec.op == "avg_pool" and spec.divisor_override is not None:
         raise _Unsupported("TensorFlow avg pooling has no divisor_override")
-    padding = padding_name(geom)
+    padding = _tf_padding(spec, geom)
     if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
         raise _Unsupported("TensorFlow avg pooling always excludes padding from the divisor "
                            "(count_include_pad=True needs zero padding)")
@@ -81,17 +95,40 @@ def _plan(spec, variant: str, shape) -> _Call:
         if dilated:
             raise _Unsupported("tf.nn.max_pool_with_argmax has no dilation")
         api = "argmax"
+    elif variant == "keras":
+        if dilated:
+            raise _Unsupported("Keras pooling layers have no dilation")
+        if not isinstance(padding, str):
+            # Keras takes "valid" or "same" and does not check it: pairs fail inside the layer
+            # with an AttributeError, not a refusal.
+            raise _Unsupported(f"padding {list(geom.pads)} is neither TF's SAME nor VALID for this input, "
+                               f"and Keras pooling layers take only 'valid'/'same'")
+        api = "keras"
     else:
         # tf.nn.pool is the one tf.nn path with dilation. Padding pairs go to every tf.nn call
         # as they are: tf.nn refuses what it cannot take itself (see _refusal).
         api = "pool" if dilated else "nn"
-    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)
+    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding, None)
 
 
-def _pool_fn(call: _Call):
+def _keras_layer(call: _Call, dtype):
+    # dtype = the case dtype: a default float32 layer would silently cast float16/bfloat16 inputs.
+    name = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
+            "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}[call.op]
+    cls = getattr(keras.layers, f"{name}{call.rank}D")
+    if call.output_size is not None:
+        return cls(call.output_size, data_format="channels_last", dtype=dtype.name)
+    return cls(call.kernel, strides=call.stride, padding=call.padding.lower(),
+               data_format="channels_last", dtype=dtype.name)
+
+
+def _pool_fn(call: _Call, dtype):
     """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
     def tf_pad(pads):
         return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
+    if call.api == "keras":
+        layer = _keras_layer(call, dtype)
+        return lambda x: (layer(x), None)
     if call.api == "argmax":
         # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
         # include_batch_in_index=False), so a case's indices do not depend on its place in the
@@ -119,6 +156,7 @@ def _reverse(pool, x, g) -> dict:
 
 
 def _jvp(pool, x, g, tangent) -> dict:
+    """tf.autodiff.ForwardAccumulator for the tangent, GradientTape for the gradient."""
     with tf.autodiff.ForwardAccumulator(x, tangent) as acc:
         y, _ = pool(x)
     # unconnected_gradients: TF's own zeros where nothing reaches the output
@@ -127,12 +165,16 @@ def _jvp(pool, x, g, tangent) -> dict:
 
 
 def _double_backward(pool, x, g, v) -> dict:
+    """A GradientTape around the GradientTape that computes dX."""
     with tf.GradientTape() as outer:
         outer.watch([x, g])
         dx = _forward_backward(pool, x, g)[1]
     by_g, by_x = outer.gradient(dx, [g, x], output_gradients=v,
                                 unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+_MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 
 
 # How TensorFlow refuses a call's arguments: its Python API checks them (ValueError, TypeError:
@@ -151,7 +193,7 @@ def _refused(call: _Call, variant: str, x: np.ndarray, to_last, device: str) -> 
     no gradient), raises one of _REFUSALS. It runs eagerly (a graph reports a missing kernel
     as InvalidArgumentError too), or compiled for the xla variant, whose bridge has refusals
     of its own."""
-    pool = _pool_fn(call)
+    pool = _pool_fn(call, x.dtype)
     forward = tf.function(pool, jit_compile=True) if variant == "xla" else pool
     try:
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
@@ -172,7 +214,7 @@ def _onednn_enabled() -> bool | None:
         return None
 
 
-class TensorFlowAdapter:
+class TensorFlowAdapter(ModeMethods):
     framework = "tensorflow"
     variants = VARIANTS
 
@@ -191,6 +233,8 @@ class TensorFlowAdapter:
         gpus = tf.config.list_physical_devices("GPU")
         env = {
             "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "keras_backend": keras.backend.backend(),
             "cuda_build": build.get("cuda_version"),
             "cudnn_build": build.get("cudnn_version"),
             "is_cuda_build": build.get("is_cuda_build"),
@@ -205,7 +249,7 @@ class TensorFlowAdapter:
     def _compiled(self, variant, call, dtype, shape, mode):
         key = (variant, call, dtype, shape, mode)
         if key not in self._traced:
-            pool = _pool_fn(call)
+            pool = _pool_fn(call, dtype)
 
             def traced(*arrays):
                 result = mode(pool, *arrays)
@@ -214,18 +258,8 @@ class TensorFlowAdapter:
             self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
         return self._traced[key]
 
-    def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
-        return self._mode(_reverse, spec, variant, device, x, grad_output)
-
-    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
-        """tf.autodiff.ForwardAccumulator for the tangent, GradientTape for the gradient."""
-        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
-
-    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
-        """A GradientTape around the GradientTape that computes dX."""
-        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
-
-    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        mode = _MODES[method]
         if variant not in VARIANTS:
             raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
@@ -244,7 +278,7 @@ class TensorFlowAdapter:
                 if variant in ("function", "xla"):
                     fn = self._compiled(variant, call, x.dtype, x.shape, mode)
                 else:
-                    fn = functools.partial(mode, _pool_fn(call))
+                    fn = functools.partial(mode, _pool_fn(call, x.dtype))
                 arrays = {k: np.transpose(t.numpy(), to_first) for k, t in fn(*tensors).items() if t is not None}
         except Exception as e:  # any TF failure is the framework's answer, reported as such
             info["compiles"] = self.compiles

@@ -30,7 +30,7 @@ from torch._dynamo.utils import counters as dynamo_counters
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
 _MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
@@ -145,7 +145,7 @@ def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Excep
     return None
 
 
-class TorchAdapter:
+class TorchAdapter(ModeMethods):
     framework = "torch"
     variants = VARIANTS
 
@@ -171,19 +171,8 @@ class TorchAdapter:
             "allow_tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
         }
 
-    def run(self, spec, variant: str, device: str, x: np.ndarray, grad_output: np.ndarray) -> Outcome:
-        return self._mode(_reverse, spec, variant, device, x, grad_output)
-
-    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
-        """torch.func.jvp for the tangent, torch.func.vjp for the gradient (compiled together
-        in the compile variant)."""
-        return self._mode(_jvp, spec, variant, device, x, grad_output, tangent)
-
-    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
-        """autograd.grad with create_graph=True, then autograd.grad of sum(dX * v)."""
-        return self._mode(_double_backward, spec, variant, device, x, grad_output, v)
-
-    def _mode(self, mode, spec, variant, device, x, grad_output, *extra) -> Outcome:
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        mode = _MODES[method]
         if variant not in VARIANTS:
             raise ValueError(f"unknown torch variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device == "gpu" and not torch.cuda.is_available():
@@ -254,6 +243,8 @@ def _reverse(fn, with_indices, xt, gt) -> dict:
 
 
 def _jvp(fn, with_indices, xt, gt, tangent) -> dict:
+    """torch.func.jvp for the tangent, torch.func.vjp for the gradient (compiled together in
+    the compile variant)."""
     pool = _first(fn, with_indices)
     y, y_t = torch.func.jvp(pool, (xt,), (tangent,))
     _, vjp = torch.func.vjp(pool, xt)
@@ -261,12 +252,16 @@ def _jvp(fn, with_indices, xt, gt, tangent) -> dict:
 
 
 def _double_backward(fn, with_indices, xt, gt, v) -> dict:
+    """autograd.grad with create_graph=True, then autograd.grad of sum(dX * v)."""
     xt.requires_grad_(True)
     gt.requires_grad_(True)
     (dx,) = torch.autograd.grad(_first(fn, with_indices)(xt), xt, gt, create_graph=True)
     # materialize_grads: torch's own zeros where sum(dx * v) does not depend on an input
     by_g, by_x = torch.autograd.grad(dx, (gt, xt), v, allow_unused=True, materialize_grads=True)
     return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+_MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 
 
 ADAPTER = TorchAdapter()
