@@ -1,4 +1,5 @@
-"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA), Keras layers, max_pool_with_argmax.
+"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA) and max_pool_with_argmax (the Keras
+layers on TensorFlow are the keras adapter's, adapters/keras_adapter.py).
 
 Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement only NHWC), so
 x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
@@ -17,18 +18,15 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The keras variant must be TF's Keras path; Keras 3 picks its backend from this at import.
-os.environ["KERAS_BACKEND"] = "tensorflow"
 
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 from typing import Any  # noqa: E402
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from reference.geometry import resolve, same_padding  # noqa: E402
+from reference.geometry import padding_name, resolve  # noqa: E402
 
 from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule  # noqa: E402
 
@@ -38,7 +36,7 @@ tf.get_logger().setLevel("ERROR")
 # The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
 tf.config.experimental.enable_tensor_float_32_execution(False)
 
-VARIANTS = ("eager", "function", "xla", "keras", "with_argmax")
+VARIANTS = ("eager", "function", "xla", "with_argmax")
 _ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
                  "TF_ENABLE_ONEDNN_OPTS")
 
@@ -51,23 +49,13 @@ class _Unsupported(Exception):
 class _Call:
     """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
 
-    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "keras", "argmax"
+    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "argmax"
     op: str                  # spec.op
     rank: int
     kernel: tuple | None
     stride: tuple | None
     dilation: tuple | None
     padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
-    output_size: tuple | None  # adaptive ops
-
-
-def _tf_padding(spec, geom) -> str | tuple:
-    """The TF padding that yields exactly the spec's resolved pads, or the explicit pairs."""
-    if all(p == (0, 0) for p in geom.pads):
-        return "VALID"
-    same = tuple(same_padding(L, k, s, d) for L, k, s, d in
-                 zip(geom.spatial_shape, geom.kernel_size, geom.stride, geom.dilation))
-    return "SAME" if geom.pads == same else geom.pads
 
 
 def _plan(spec, variant: str, shape) -> _Call:
@@ -77,14 +65,12 @@ def _plan(spec, variant: str, shape) -> _Call:
     if spec.op == "lp_pool":
         raise _Unsupported("TensorFlow has no Lp pooling op")
     if spec.is_adaptive:
-        if variant != "keras":
-            raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do")
-        return _Call("keras", spec.op, rank, None, None, None, None, geom.out_shape)
+        raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do (the keras variant)")
     if spec.ceil_mode:
         raise _Unsupported("TensorFlow pooling has no ceil_mode")
     if spec.op == "avg_pool" and spec.divisor_override is not None:
         raise _Unsupported("TensorFlow avg pooling has no divisor_override")
-    padding = _tf_padding(spec, geom)
+    padding = padding_name(geom)
     if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
         raise _Unsupported("TensorFlow avg pooling always excludes padding from the divisor "
                            "(count_include_pad=True needs zero padding)")
@@ -95,40 +81,17 @@ def _plan(spec, variant: str, shape) -> _Call:
         if dilated:
             raise _Unsupported("tf.nn.max_pool_with_argmax has no dilation")
         api = "argmax"
-    elif variant == "keras":
-        if dilated:
-            raise _Unsupported("Keras pooling layers have no dilation")
-        if not isinstance(padding, str):
-            # Keras takes "valid" or "same" and does not check it: pairs fail inside the layer
-            # with an AttributeError, not a refusal.
-            raise _Unsupported(f"padding {list(geom.pads)} is neither TF's SAME nor VALID for this input, "
-                               f"and Keras pooling layers take only 'valid'/'same'")
-        api = "keras"
     else:
         # tf.nn.pool is the one tf.nn path with dilation. Padding pairs go to every tf.nn call
         # as they are: tf.nn refuses what it cannot take itself (see _refusal).
         api = "pool" if dilated else "nn"
-    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding, None)
+    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)
 
 
-def _keras_layer(call: _Call, dtype):
-    # dtype = the case dtype: a default float32 layer would silently cast float16/bfloat16 inputs.
-    name = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
-            "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}[call.op]
-    cls = getattr(keras.layers, f"{name}{call.rank}D")
-    if call.output_size is not None:
-        return cls(call.output_size, data_format="channels_last", dtype=dtype.name)
-    return cls(call.kernel, strides=call.stride, padding=call.padding.lower(),
-               data_format="channels_last", dtype=dtype.name)
-
-
-def _pool_fn(call: _Call, dtype):
+def _pool_fn(call: _Call):
     """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
     def tf_pad(pads):
         return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
-    if call.api == "keras":
-        layer = _keras_layer(call, dtype)
-        return lambda x: (layer(x), None)
     if call.api == "argmax":
         # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
         # include_batch_in_index=False), so a case's indices do not depend on its place in the
@@ -193,7 +156,7 @@ def _refused(call: _Call, variant: str, x: np.ndarray, to_last, device: str) -> 
     no gradient), raises one of _REFUSALS. It runs eagerly (a graph reports a missing kernel
     as InvalidArgumentError too), or compiled for the xla variant, whose bridge has refusals
     of its own."""
-    pool = _pool_fn(call, x.dtype)
+    pool = _pool_fn(call)
     forward = tf.function(pool, jit_compile=True) if variant == "xla" else pool
     try:
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
@@ -233,8 +196,6 @@ class TensorFlowAdapter(ModeMethods):
         gpus = tf.config.list_physical_devices("GPU")
         env = {
             "tensorflow": tf.__version__,
-            "keras": keras.__version__,
-            "keras_backend": keras.backend.backend(),
             "cuda_build": build.get("cuda_version"),
             "cudnn_build": build.get("cudnn_version"),
             "is_cuda_build": build.get("is_cuda_build"),
@@ -249,7 +210,7 @@ class TensorFlowAdapter(ModeMethods):
     def _compiled(self, variant, call, dtype, shape, mode):
         key = (variant, call, dtype, shape, mode)
         if key not in self._traced:
-            pool = _pool_fn(call, dtype)
+            pool = _pool_fn(call)
 
             def traced(*arrays):
                 result = mode(pool, *arrays)
@@ -278,7 +239,7 @@ class TensorFlowAdapter(ModeMethods):
                 if variant in ("function", "xla"):
                     fn = self._compiled(variant, call, x.dtype, x.shape, mode)
                 else:
-                    fn = functools.partial(mode, _pool_fn(call, x.dtype))
+                    fn = functools.partial(mode, _pool_fn(call))
                 arrays = {k: np.transpose(t.numpy(), to_first) for k, t in fn(*tensors).items() if t is not None}
         except Exception as e:  # any TF failure is the framework's answer, reported as such
             info["compiles"] = self.compiles
