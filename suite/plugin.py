@@ -33,8 +33,10 @@ class ConformancePlugin:
         if report.when == "call":
             self.state.collect(report)
         # The record (arrays and all) goes to the results file; what other reporters keep of it
-        # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays.
-        report.user_properties = [(k, _verdict_of(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
+        # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
+        # nothing where the test's passing says it all (the target conforms).
+        report.user_properties = [(k, _verdict_of(v) if k == RECORD_KEY else v) for k, v in report.user_properties
+                                  if not (k == RECORD_KEY and _verdict_of(v) == "pass conforms")]
 
     def pytest_sessionfinish(self, session):
         self.state.close()

@@ -17,6 +17,8 @@ import pytest
 
 from adapters import registry
 from cases import findings
+from reports.schema import CASE_FIELDS
+
 from . import options
 from .machine import machine as machine_of, record as machine_record
 from .runner import GroupRunner, case_and_target
@@ -55,6 +57,10 @@ class RunState:
         self._results_fh = None
         self._results_writer = None
         self._memory_records: list[dict] | None = None
+        # A case's own fields travel from a process to the controller with its first record
+        # only (a unit of work holds every target of a case); the controller fills them back.
+        self._sent_cases: set[str] = set()
+        self._case_fields: dict[str, dict] = {}
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
         if self.is_controller:
@@ -124,7 +130,11 @@ class RunState:
         checked = check.check(case, target, info.get("version") or "", outcomes, self.knowledge,
                               time.perf_counter() - start, self.machine(target.framework), mode)
         checked.record["run_id"] = self.run_id
-        node.user_properties.append((RECORD_KEY, json.dumps(checked.record, allow_nan=False)))
+        record = checked.record
+        if case.id in self._sent_cases:
+            record = {k: v for k, v in record.items() if k not in CASE_FIELDS}
+        self._sent_cases.add(case.id)
+        node.user_properties.append((RECORD_KEY, json.dumps(record, allow_nan=False)))
         return checked
 
     # -- results (controller only) -------------------------------------------------------
@@ -145,6 +155,10 @@ class RunState:
                 self.frameworks_seen.update(json.loads(value))
             elif key == RECORD_KEY:
                 rec = json.loads(value)
+                if "input" in rec:
+                    self._case_fields[rec["case_id"]] = {f: rec.get(f) for f in CASE_FIELDS}
+                else:
+                    rec.update(self._case_fields[rec["case_id"]])
                 self.counts[(rec["outcome"], rec["verdict"])] = self.counts.get((rec["outcome"], rec["verdict"]), 0) + 1
                 self.explaining.update(f["id"] for f in rec.get("findings") or ())
                 for fid in rec.get("contradicts") or ():
