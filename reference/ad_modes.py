@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import api, avg_pool, lp_pool, max_pool, policies
+from . import api, avg_pool, lp_pool, max_pool, policies, selection
 from .dtypes import round_to
 from .errors import SpecError
 
@@ -30,13 +30,13 @@ def _rounded(name: str, a, shape, dtype) -> np.ndarray:
 
 
 def _max_jvp(plan, xw, tw, tie, nan) -> np.ndarray:
-    m = max_pool.window_max(plan, xw, nan)
     if tie in ("first", "last"):
-        sel = max_pool.selected_tap(plan, xw, m, tie, nan)
+        sel = selection.selected_tap(plan, xw, tie, nan)
         return np.where(sel >= 0, tw.ravel()[plan.flat_index(sel, xw.shape)], 0.0)
+    m = selection.window_max(plan, xw, nan)
     total = np.zeros(m.shape)
     count = np.zeros(m.shape)
-    for (index, _), (_, hit) in zip(plan.taps, max_pool.tap_hits(plan, xw, m, nan)):
+    for (index, _), (_, hit) in zip(plan.taps, selection.tap_hits(plan, xw, m, nan)):
         total += np.where(hit, tw[index], 0.0)
         count += hit
     if tie == "all":

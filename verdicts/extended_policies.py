@@ -2,7 +2,7 @@
 
 A policy is the reference's tie/NaN policy plus *modifiers* that real kernels show. Each is
 a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
-  tie, nan       reference policies; nan also takes the extended rules of selection.py
+  tie, nan       reference policies; nan also takes the extended rules of reference/selection.py
                  (first_tap, as_neg_inf, scan), nan_tie orders NaNs unlike numeric ties
   ftz            subnormal inputs flushed to (signed) zero before comparing (DAZ/FTZ CPUs);
                  "daz": compared as zero, but the selected element's own value is output (a
@@ -33,13 +33,14 @@ import ml_dtypes
 import numpy as np
 
 import reference
+from reference import selection
 from reference.accumulate import acc_dtype, routed_sums_exact
 from reference.dtypes import round_to, work_dtype
 from reference.geometry import resolve
 from reference.max_pool import route
+from reference.selection import tap_hits, window_max
 from reference.taps import TapPlan
 
-from . import selection
 from .compare import identical
 
 # Base rules in search order: the reference's eight, then the kernels' NaN rules.
@@ -172,16 +173,7 @@ def flush_subnormals(x: np.ndarray) -> np.ndarray:
 
 def window_maxima(plan: TapPlan, xw: np.ndarray, nan: str) -> list[np.ndarray]:
     """Per tap, the windows in which that tap holds a maximum of the window's real elements."""
-    m = np.full(xw.shape[:2] + plan.geom.out_shape, -np.inf)
-    reduce = np.maximum if nan == "propagate" else np.fmax
-    for index, valid in plan.taps:
-        np.copyto(m, reduce(m, xw[index]), where=True if valid is None else valid)
-    hits = []
-    for index, valid in plan.taps:
-        v = xw[index]
-        hit = (v == m) | (np.isnan(v) & np.isnan(m))
-        hits.append(hit if valid is None else hit & valid)
-    return hits
+    return [hit.copy() for _, hit in tap_hits(plan, xw, window_max(plan, xw, nan), nan)]
 
 
 def selection_valid(plan: TapPlan, xw: np.ndarray, sel: np.ndarray) -> bool:

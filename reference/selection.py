@@ -1,8 +1,9 @@
-"""A model of how a max-pool kernel scans one window: a running selection over the taps in
-window order whose comparison, NaN rule and candidate set are parameters.
+"""The one selection kernel: a running selection over the taps of every window in window
+order, whose comparison, NaN rule and candidate set are parameters.
 
-With tie in {first, last} and nan in {propagate, ignore} it is the reference's selection
-(tests/verdicts check that); the other NaN rules are what real kernels do:
+With tie in {first, last} and nan in {propagate, ignore} it is the spec's selection (the
+reference's max_pool uses it; tests/reference check it against a plain loop); the other NaN
+rules and options are what real kernels do, and the verdicts' policy search drives them:
   first_tap   the first candidate tap seeds the running maximum and ``v > best`` (or ``>=``)
               decides after that, so a NaN wins only as a window's first tap
               (TensorFlow CPU MaxPoolGrad)
@@ -21,7 +22,7 @@ import itertools
 
 import numpy as np
 
-from reference.taps import TapPlan
+from .taps import TapPlan
 
 NAN_RULES = ("propagate", "ignore", "first_tap", "as_neg_inf", "scan")
 
@@ -42,6 +43,59 @@ def fill_padding(plan: TapPlan, xw: np.ndarray, value: float) -> np.ndarray:
     full = np.full(xw.shape, value, dtype=xw.dtype)
     plan.unpad(full)[...] = plan.unpad(xw)
     return full
+
+
+def window_max(plan: TapPlan, xw: np.ndarray, nan: str) -> np.ndarray:
+    """The maximum of every window (NaN under propagate if any NaN), -inf where empty."""
+    reduce = np.maximum if nan == "propagate" else np.fmax
+    m = None
+    for index, valid in plan.taps:
+        if m is None and valid is None:
+            m = xw[index].copy()
+            continue
+        if m is None:
+            m = np.full(plan.out_shape(xw), -np.inf, dtype=xw.dtype)
+        if valid is None:
+            reduce(m, xw[index], out=m)
+        else:
+            np.copyto(m, reduce(m, xw[index]), where=valid)
+    return m
+
+
+def tap_hits(plan: TapPlan, xw: np.ndarray, m: np.ndarray, nan: str):
+    """(tap, windows whose maximum sits at that tap) for every tap in window order.
+    The yielded mask is reused: copy it to keep it."""
+    nan_is_max = nan == "propagate" and bool(np.isnan(m).any())
+    hit = np.empty(m.shape, dtype=bool)
+    for t, (index, valid) in enumerate(plan.taps):
+        v = xw[index]
+        np.equal(v, m, out=hit)
+        if nan_is_max:
+            hit |= np.isnan(v)   # m is NaN exactly where some real tap is NaN
+        if valid is not None:
+            hit &= valid
+        yield t, hit
+
+
+def _spec_selection(plan: TapPlan, xw: np.ndarray, tie: str, nan: str):
+    """The spec's policies (tie first/last, nan propagate/ignore), fast: the window maximum,
+    then the first or last tap holding it (-1 if none). Branch-free: a masked copy over the random hit
+    masks mispredicts, a max of scores does not (a hit at tap t scores t + 1 for last,
+    taps - t for first; 0 means no hit)."""
+    m = window_max(plan, xw, nan)
+    taps = len(plan.taps)
+    score_type = np.min_scalar_type(taps)
+    best = np.zeros(m.shape, dtype=score_type)
+    score = np.empty_like(best)
+    for t, hit in tap_hits(plan, xw, m, nan):
+        np.multiply(hit.view(np.uint8), score_type.type(t + 1 if tie == "last" else taps - t), out=score)
+        np.maximum(best, score, out=best)
+    return best.astype(np.intp) - 1 if tie == "last" else np.where(best > 0, taps - best.astype(np.intp), -1)
+
+
+def selected_tap(plan: TapPlan, xw: np.ndarray, tie: str = "first", nan: str = "propagate") -> np.ndarray:
+    """Per window, the tap the spec's policy selects, -1 if none (what a backward needs)."""
+    return _spec_selection(plan, xw, tie, nan)
 
 
 def _better(v, best, tie, nan, nan_tie, signed_zero):
@@ -68,6 +122,11 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
     beat like any running maximum (a reduction from an init value), so a window whose
     maximum is -inf selects nothing. Returns (best value, selected tap or -1).
     """
+    if nan in ("propagate", "ignore") and nan_tie in (None, tie) and not (signed_zero or seeded) \
+            and pad_value is None:
+        sel = _spec_selection(plan, xw, tie, nan)
+        picked = np.ravel(xw)[plan.flat_index(np.maximum(sel, 0), xw.shape)]  # its own sign and payload
+        return np.where(sel >= 0, picked, -np.inf).astype(xw.dtype), sel
     out_shape = xw.shape[:2] + plan.geom.out_shape
     best = np.full(out_shape, -np.inf, dtype=xw.dtype)
     sel = np.full(out_shape, -1, dtype=np.int32)
