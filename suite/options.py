@@ -31,10 +31,10 @@ def add_options(parser) -> None:
     g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
     g.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="seconds a framework call may take before it is 'timeout'")
     g.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based); shards partition the run deterministically")
-    g.addoption("--ad-modes", default="none", choices=("default", "all", "none"),
+    g.addoption("--ad-modes", default="default", choices=("default", "all", "none"),
                 help="forward-mode and double-backward checks (test_jvp, test_double_backward): 'default' on the tie, "
-                     "NaN, infinity, signed-zero and padding families on eager + one compiled path per framework; "
-                     "'all' everywhere; 'none' off")
+                     "NaN, infinity and signed-zero families in float32 on eager + one compiled path per framework "
+                     "(suite/ad_modes.py); 'all' everywhere; 'none' off")
     g.addoption("--compile-cache", default=None, metavar="DIR|none",
                 help="persistent compiler caches of torch.compile, JAX and TF XLA (default: $POOLGRAD_CACHE_DIR, "
                      "else ~/.cache/poolgrad); 'none' compiles everything afresh in a temporary directory")

@@ -20,7 +20,8 @@ class ConformancePlugin:
         if "mode_case" in metafunc.fixturenames and "mode_target" in metafunc.fixturenames:
             from . import scheduling
             from .ad_modes import selected
-            pairs = selected(self.state.cases(), self.state.targets, metafunc.config.getoption("ad_modes"))
+            pairs = selected(self.state.cases(), self.state.targets, metafunc.config.getoption("ad_modes"),
+                             metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
                 pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
                 for c, t in pairs])

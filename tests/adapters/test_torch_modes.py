@@ -1,0 +1,52 @@
+"""The torch adapter's AD modes on tiny cases: each equals torch's own transform computed here
+(torch.func.jvp, autograd.grad with create_graph), and a missing rule is unsupported with
+torch's own message."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+
+from adapters.base import OK, UNSUPPORTED  # noqa: E402
+from adapters.torch_adapter import ADAPTER  # noqa: E402
+from reference import PoolSpec  # noqa: E402
+
+SPEC = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "stride": 1, "dtype": "float32"})
+# Ties, several NaNs and a -inf window: where a JVP rule's selection shows.
+X = np.array([[[1, 3, 3, np.nan, np.nan, -np.inf, -np.inf]]], dtype=np.float32)
+G = np.array([[[1, 2, 4, 8, 16, 32]]], dtype=np.float32)
+T = np.array([[[1, 2, 4, 8, 16, 32, 64]]], dtype=np.float32)
+
+
+def pool(x):
+    return F.max_pool1d(x, 2, 1)
+
+
+@pytest.mark.parametrize("variant", ["eager", "module", "return_indices"])
+def test_jvp_is_torchs_own(variant):
+    out = ADAPTER.jvp(SPEC, variant, "cpu", X, G, T)
+    assert out.status == OK, out.message
+    y, y_t = torch.func.jvp(pool, (torch.from_numpy(X),), (torch.from_numpy(T),))
+    np.testing.assert_array_equal(out.tangent_output, y_t.numpy())
+    np.testing.assert_array_equal(out.forward, y.numpy())
+
+
+@pytest.mark.parametrize("variant", ["eager", "module"])
+def test_double_backward_is_torchs_own(variant):
+    out = ADAPTER.double_backward(SPEC, variant, "cpu", X, G, T)
+    assert out.status == OK, out.message
+    x, g = torch.tensor(X, requires_grad=True), torch.tensor(G, requires_grad=True)
+    (dx,) = torch.autograd.grad(pool(x), x, g, create_graph=True)
+    by_g, by_x = torch.autograd.grad(dx, (g, x), torch.from_numpy(T), allow_unused=True, materialize_grads=True)
+    np.testing.assert_array_equal(out.grad_input, dx.detach().numpy())
+    np.testing.assert_array_equal(out.grad_grad_output, by_g.numpy())
+    np.testing.assert_array_equal(out.grad_grad_input, by_x.numpy())
+
+
+def test_compiled_double_backward_is_unsupported_with_torchs_message():
+    out = ADAPTER.double_backward(SPEC, "compile", "cpu", X, G, T)
+    assert out.status == UNSUPPORTED
+    # AOTAutograd's own refusal, as torch raised it.
+    assert out.message.startswith("RuntimeError: ") and "double backward" in out.message, out.message
