@@ -28,7 +28,7 @@ from adapters.base import Target  # noqa: E402
 from adapters.pool import ONE_THREAD_ENV, WorkerPool  # noqa: E402
 from cases import catalogue, make_case  # noqa: E402
 from reference import PoolSpec  # noqa: E402
-from suite.runner import GroupRunner, group_key  # noqa: E402
+from suite.runner import GroupRunner  # noqa: E402
 
 
 def base_cases(op: str, dtype: str):
@@ -71,7 +71,7 @@ def run(pool, target, cases, timeout_s=600.0):
         outcome = runner.outcomes(c, target)[0]
         compiles = outcome.info.get("compiles", compiles)
     wall = time.perf_counter() - start
-    groups = len({group_key(c) for c in cases})
+    groups = len({c.group_key for c in cases})
     return {"cases": len(cases), "groups": groups, "wall_s": round(wall, 3),
             "records_per_s": round(len(cases) / wall, 1), "compiles_total": compiles,
             "framework_version": before.get("version")}

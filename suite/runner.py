@@ -9,8 +9,6 @@ meets the empty tensor itself.
 
 from __future__ import annotations
 
-import json
-
 from adapters.base import Outcome, Target
 
 
@@ -20,11 +18,6 @@ def case_and_target(item):
     if cs and "case" in cs.params and "target" in cs.params:
         return cs.params["case"], cs.params["target"]
     return None
-
-
-def group_key(case) -> tuple:
-    spec = json.dumps(case.spec.to_dict(), sort_keys=True)
-    return spec, case.input.shape[1:], case.input.shape[0] == 0
 
 
 class GroupRunner:
@@ -37,13 +30,13 @@ class GroupRunner:
 
     def register(self, case, target: Target) -> None:
         """Declare that this process will check ``case`` on ``target`` (call at collection)."""
-        self._members.setdefault((target, group_key(case)), []).append(case)
+        self._members.setdefault((target, case.group_key), []).append(case)
 
     def outcomes(self, case, target: Target) -> list[Outcome]:
         """The outcome of each repetition for ``case`` on ``target`` (first, then repeats)."""
         key = (target, case.id)
         if key not in self._done:
-            gkey = (target, group_key(case))
+            gkey = (target, case.group_key)
             members = self._members.get(gkey) or [case]
             if not any(m is case for m in members):
                 members = [case]

@@ -19,7 +19,7 @@ from pathlib import Path
 from cases.ids import geometry_tag
 
 from .check import op_name
-from .runner import case_and_target, group_key
+from .runner import case_and_target
 
 COSTS_PATH = Path(__file__).parent / "data" / "costs.toml"
 
@@ -35,7 +35,7 @@ def unit_name(case) -> str:
     try:
         tag = geometry_tag(case.spec, case.input.shape[2:])
     except ValueError:
-        tag = f"{zlib.crc32(group_key(case)[0].encode()):08x}"
+        tag = f"{zlib.crc32(case.group_key[0].encode()):08x}"
     n, c = case.input.shape[:2]
     return f"{op_name(case)}-{tag}-{case.spec.dtype}-c{c}{'-empty' if n == 0 else ''}"
 
@@ -46,7 +46,7 @@ def unit_cost(targets, cases) -> float:
     costs = _costs()
     per_group = costs["per_group"]
     calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in set(targets))
-    return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({group_key(c) for c in cases})
+    return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
 
 
 def order(items: list) -> list:

@@ -6,7 +6,7 @@ never multiplies compilations; groups are dealt largest first to the least-loade
 
 from __future__ import annotations
 
-from .runner import case_and_target, group_key
+from .runner import case_and_target
 
 
 def _key(item):
@@ -14,7 +14,7 @@ def _key(item):
     if params is None:
         return ("", item.nodeid)
     case, target = params
-    return (target.framework, repr(group_key(case)))
+    return (target.framework, repr(case.group_key))
 
 
 def select(items, index: int, count: int):

@@ -5,7 +5,6 @@ import types
 from adapters.base import Target
 from cases import catalogue
 from suite import scheduling
-from suite.runner import group_key
 
 COMPILE = Target("torch", "compile", "cpu")
 EAGER = Target("torch", "eager", "cpu")
@@ -19,7 +18,7 @@ def _item(case, target):
 def test_every_batching_group_lies_in_one_unit():
     units_of_group: dict = {}
     for case in catalogue():
-        units_of_group.setdefault(group_key(case), set()).add(scheduling.unit_name(case))
+        units_of_group.setdefault(case.group_key, set()).add(scheduling.unit_name(case))
     assert units_of_group and all(len(units) == 1 for units in units_of_group.values())
 
 
@@ -49,7 +48,7 @@ def test_order_keeps_units_contiguous_heaviest_first_and_other_tests_last():
             runs[-1].append(item)
         else:
             runs.append([item])
-    assert len({_unit(run[0]) for run in runs}) == len(runs) == len({group_key(c) for c in cases})
+    assert len({_unit(run[0]) for run in runs}) == len(runs) == len({c.group_key for c in cases})
     costs = [scheduling.unit_cost([i.callspec.params["target"] for i in run],
                                   list({id(i.callspec.params["case"]): i.callspec.params["case"] for i in run}.values()))
              for run in runs]
