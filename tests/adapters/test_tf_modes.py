@@ -8,13 +8,8 @@ tf = pytest.importorskip("tensorflow")
 
 from adapters.base import ERROR, OK  # noqa: E402
 from adapters.tf_adapter import ADAPTER  # noqa: E402
+from mode_cases import G, SPEC, T, X  # noqa: E402
 from reference import PoolSpec  # noqa: E402
-
-SPEC = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "stride": 1, "dtype": "float32"})
-# Ties, a NaN and a -inf window: where a JVP rule's selection shows (one channel: NWC = NCW).
-X = np.array([[[1, 3, 3, np.nan, 0, -np.inf, -np.inf]]], dtype=np.float32)
-G = np.array([[[1, 2, 4, 8, 16, 32]]], dtype=np.float32)
-T = np.array([[[1, 2, 4, 8, 16, 32, 64]]], dtype=np.float32)
 
 
 def nwc(a):

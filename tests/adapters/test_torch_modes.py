@@ -11,13 +11,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from adapters.base import OK, UNSUPPORTED  # noqa: E402
 from adapters.torch_adapter import ADAPTER  # noqa: E402
-from reference import PoolSpec  # noqa: E402
-
-SPEC = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "stride": 1, "dtype": "float32"})
-# Ties, several NaNs and a -inf window: where a JVP rule's selection shows.
-X = np.array([[[1, 3, 3, np.nan, np.nan, -np.inf, -np.inf]]], dtype=np.float32)
-G = np.array([[[1, 2, 4, 8, 16, 32]]], dtype=np.float32)
-T = np.array([[[1, 2, 4, 8, 16, 32, 64]]], dtype=np.float32)
+from mode_cases import G, SPEC, T, X  # noqa: E402
 
 
 def pool(x):
