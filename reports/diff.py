@@ -18,7 +18,7 @@ import dataclasses
 import json
 from collections import defaultdict
 
-from .schema import NOT_RUN, RAN, is_divergence
+from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
 
 BEHAVIOUR = ("new_divergences", "fixed", "behaviour_changes")
 LABELS_SHOWN = 20
@@ -64,7 +64,9 @@ def describe(rec: dict) -> str:
     if rec.get("policy"):
         text += f" ({policy_text(rec['policy'])})"
     if rec.get("forward_policy") and rec["forward_policy"] != rec.get("policy"):
-        text += f" forward ({policy_text(rec['forward_policy'])})"
+        # In an AD mode the policy is the mode's and forward_policy the reverse mode's.
+        other = "forward" if mode_of(rec) == "backward" else "reverse mode"
+        text += f" {other} ({policy_text(rec['forward_policy'])})"
     return text
 
 
@@ -76,7 +78,8 @@ def behaviour(rec: dict) -> str:
     """What the framework did, as a comparable key: its arrays when it ran the case (encoded
     arrays write every NaN as "nan", so payloads do not count), else its verdict."""
     if rec["verdict"] in RAN:
-        return json.dumps([rec.get("forward"), rec.get("grad_input")], separators=(",", ":"))
+        return json.dumps([rec.get("forward"), rec.get("grad_input"), rec.get("derivative"), rec.get("grad_grad_input")],
+                          separators=(",", ":"))
     return rec["verdict"]
 
 
@@ -93,7 +96,7 @@ def _versioned(results: list[dict]) -> set[str]:
 
 
 def _index(results: list[dict], versioned: set[str]) -> dict[tuple, dict]:
-    return {(r["case_id"], r["target"], r["framework_version"] if r["target"] in versioned else ""): r
+    return {(case_label(r), r["target"], r["framework_version"] if r["target"] in versioned else ""): r
             for r in results}
 
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 
 from .records import ResultsWriter, dumps
+from .schema import case_label
 
 # Environment fields that identify a lane; shard, date and run_id describe one process only.
 _LANE_FIELDS = ("suite_version", "suite_commit", "python", "numpy", "platform", "cpu", "env_switches")
@@ -46,7 +47,7 @@ def _merge_lane(lane: str, envs: list[dict]) -> dict:
 
 
 def result_sort_key(rec: dict) -> tuple:
-    return (rec["framework"], rec["framework_version"], rec["variant"], rec["device"], rec["case_id"],
+    return (rec["framework"], rec["framework_version"], rec["variant"], rec["device"], case_label(rec),
             rec["run_id"])
 
 
@@ -74,7 +75,7 @@ def merge(environments: list[dict], results: list[dict], *, keep_timing: bool = 
         rec = {**rec, "run_id": run_lane.get(rec["run_id"], rec["run_id"])}
         if not keep_timing:
             rec["duration_s"] = None
-        key = (rec["run_id"], rec["case_id"], rec["target"], rec["framework_version"])
+        key = (rec["run_id"], case_label(rec), rec["target"], rec["framework_version"])
         text = dumps(rec)
         if key in kept:
             if kept[key][0] == text:

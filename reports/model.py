@@ -12,10 +12,11 @@ from . import arrays, reproducer, windows
 from .diff import Diff, describe, diff, policy_text
 from .merge import merge
 from .records import load
-from .schema import NOT_RUN, VERDICTS, is_divergence
+from .schema import MODES, NOT_RUN, VERDICTS, case_label, is_divergence, mode_of
 
 # Worst first: a cell takes the colour of its worst verdict.
-SEVERITY = ("crash", "wrong", "inconsistent", "inconsistent_indices", "nondeterministic", "error", "timeout", "policy",
+SEVERITY = ("crash", "wrong", "inconsistent", "inconsistent_indices", "inconsistent_modes", "nondeterministic", "error",
+            "timeout", "policy",
             "unsupported", "no_device", "not_installed", "conforms")
 OUTCOME_ORDER = ("behaviour_changed", "fail", "expected", "pass", "skipped")
 # Drill-downs carry arrays and a script; past this many, divergences are listed without them.
@@ -41,7 +42,7 @@ def column_of(rec: dict) -> Column:
 def _cells(results, rows, columns):
     counts = defaultdict(Counter)
     for r in results:
-        counts[(r["op"], r["family"]), column_of(r)][r["verdict"]] += 1
+        counts[_row(r), column_of(r)][r["verdict"]] += 1
     matrix = []
     for row in rows:
         cells = []
@@ -50,8 +51,13 @@ def _cells(results, rows, columns):
             ordered = [(v, c[v]) for v in SEVERITY if c[v]]
             cells.append({"col": col, "counts": ordered, "worst": ordered[0][0] if ordered else "none",
                           "divergent": sum(n for v, n in ordered if v not in ("conforms", *NOT_RUN))})
-        matrix.append({"op": row[0], "family": row[1], "cells": cells})
+        matrix.append({"op": row[0], "family": row[1], "mode": MODES[row[2]], "cells": cells})
     return matrix
+
+
+def _row(rec: dict) -> tuple:
+    """A matrix row: op, family and the derivative checked (the reverse mode first)."""
+    return rec["op"], rec["family"], MODES.index(mode_of(rec))
 
 
 def _signature(rec: dict):
@@ -65,7 +71,7 @@ def interop(results) -> dict:
     by_case = defaultdict(list)
     for r in results:
         if r["verdict"] not in NOT_RUN:
-            by_case[r["case_id"]].append(r)
+            by_case[case_label(r)].append(r)
     n = len(by_case)
     spec = sum(all(r["verdict"] == "conforms" for r in rs) for rs in by_case.values())
     agree = sum(len({_signature(r) for r in rs}) == 1 for rs in by_case.values())
@@ -74,15 +80,18 @@ def interop(results) -> dict:
 
 
 def fingerprints(results, columns) -> list[dict]:
-    seen = {col: (Counter(), Counter()) for col in columns}
+    """Per target and derivative checked, the policies seen: ``backward`` the checked
+    derivative's (the reverse mode's, or the AD mode's), ``forward`` the forward's (in an AD
+    mode: the reverse mode's of the same call)."""
+    seen = defaultdict(lambda: (Counter(), Counter()))
     for r in results:
-        backward, forward = seen[column_of(r)]
+        backward, forward = seen[column_of(r), MODES.index(mode_of(r))]
         if r.get("policy"):
             backward[policy_text(r["policy"])] += 1
         if r.get("forward_policy"):
             forward[policy_text(r["forward_policy"])] += 1
-    return [{"col": col, "backward": b.most_common(), "forward": f.most_common()}
-            for col, (b, f) in seen.items() if b or f]
+    return [{"col": col, "mode": MODES[mode], "backward": b.most_common(), "forward": f.most_common()}
+            for (col, mode), (b, f) in sorted(seen.items()) if b or f]
 
 
 def _marks(cells) -> set[tuple]:
@@ -92,10 +101,13 @@ def _marks(cells) -> set[tuple]:
 def drilldown(rec: dict) -> dict:
     grad_marks = _marks(rec.get("differing_cells")) or arrays.differing(rec.get("grad_input"), rec.get("expected_grad_input"))
     fwd_marks = arrays.differing(rec.get("forward"), rec.get("expected_forward"))
+    # An AD mode's derivative (output-shaped) against the reference's, where the record has it.
+    mode_marks = arrays.differing(rec.get("derivative"), rec.get("expected_derivative"))
     views = {"input": arrays.tables(rec["input"], grad_marks) if rec.get("input") is not None else None,
              "grad_output": arrays.tables(rec["grad_output"]) if rec.get("grad_output") is not None else None}
     for name, marks in (("expected_grad_input", grad_marks), ("grad_input", grad_marks),
-                        ("expected_forward", fwd_marks), ("forward", fwd_marks)):
+                        ("expected_forward", fwd_marks), ("forward", fwd_marks),
+                        ("expected_derivative", mode_marks), ("derivative", mode_marks)):
         views[name] = arrays.tables(rec[name], marks) if rec.get(name) is not None else None
     wins = windows.touching(rec["spec"], rec["input"], sorted(grad_marks)) if rec.get("input") and grad_marks else []
     for w in wins:
@@ -120,6 +132,7 @@ class Report:
     filters: dict
     total: int
     semantics: dict
+    modes: list[str]   # the derivatives the results checked: ["backward"] unless AD modes ran
 
 
 def semantics() -> dict:
@@ -138,14 +151,15 @@ def build(source, baseline=None, *, details: bool = True) -> Report:
     merged = merge(*load(source), keep_timing=True)
     results = merged.results
     columns = sorted({column_of(r) for r in results})
-    rows = sorted({(r["op"], r["family"]) for r in results})
+    rows = sorted({_row(r) for r in results})
+    modes = [m for m in MODES if any(mode_of(r) == m for r in results)] or ["backward"]
     divergent = sorted((r for r in results if is_divergence(r)),
                        key=lambda r: (OUTCOME_ORDER.index(r["outcome"]), SEVERITY.index(r["verdict"])))
     divergences = []
     for i, r in enumerate(divergent):
         item = {"rec": r, "anchor": f"d{i}", "describe": describe(r), "policy": policy_text(r.get("policy")),
-                "forward_policy": policy_text(r.get("forward_policy")),
-                "text": " ".join((r["case_id"], r["target"], r["message"])).lower()}
+                "forward_policy": policy_text(r.get("forward_policy")), "mode": mode_of(r),
+                "text": " ".join((case_label(r), r["target"], r["message"])).lower()}
         item["detail"] = drilldown(r) if details and i < MAX_DRILLDOWNS else None
         divergences.append(item)
     verdicts = Counter(r["verdict"] for r in results)
@@ -153,10 +167,12 @@ def build(source, baseline=None, *, details: bool = True) -> Report:
     filters = {"framework": sorted({c.framework for c in columns}), "variant": sorted({c.variant for c in columns}),
                "device": sorted({c.device for c in columns}), "op": sorted({r[0] for r in rows}),
                "verdict": [v for v in VERDICTS if verdicts[v]]}
+    if modes != ["backward"]:
+        filters["mode"] = modes
     return Report(
         environments=merged.environments, columns=columns, matrix=_cells(results, rows, columns),
         verdict_totals=[(v, verdicts[v]) for v in SEVERITY if verdicts[v]],
         outcome_totals=[(o, outcomes[o]) for o in OUTCOME_ORDER if outcomes[o]],
         interop=interop(results), fingerprints=fingerprints(results, columns), divergences=divergences,
         diff=None if baseline is None else diff(load(baseline), (merged.environments, results)),
-        filters=filters, total=len(results), semantics=semantics())
+        filters=filters, total=len(results), semantics=semantics(), modes=modes)

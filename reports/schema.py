@@ -122,5 +122,20 @@ def validate(rec) -> dict:
     return {**{name: None for name in OPTIONAL}, "mode": "backward", **rec}
 
 
+# The derivative a result checked: the reverse mode, or an AD mode (absent in older results).
+MODES = ("backward", "jvp", "double_backward")
+
+
+def mode_of(rec: dict) -> str:
+    return rec.get("mode") or "backward"
+
+
+def case_label(rec: dict) -> str:
+    """A result's case as reports name it: its id, with the AD mode where it is not the reverse
+    mode (one case has a result per target and mode)."""
+    mode = mode_of(rec)
+    return rec["case_id"] if mode == "backward" else f"{rec['case_id']} [{mode}]"
+
+
 def is_divergence(rec: dict) -> bool:
     return rec["verdict"] not in NOT_DIVERGENT

@@ -13,7 +13,7 @@ from cases import make_case
 from cases.findings import Judgement, Knowledge, Machine
 from reference import PoolSpec, output_shape
 from reports.records import decode_array
-from reports.schema import RAN
+from reports.schema import RAN, mode_of
 
 from .check import check
 
@@ -52,11 +52,6 @@ def outcome_of(rec: dict, case) -> Outcome:
                        grad_input=arr("grad_input", case.input.shape), indices=indices, info=_call(rec),
                        **derivatives)
     return Outcome(rec["verdict"], message=framework_message(rec), info=_call(rec))
-
-
-def mode_of(rec: dict) -> str:
-    """The derivative a record checked: "backward" (no mode field: older results) or an AD mode."""
-    return rec.get("mode") or "backward"
 
 
 def _call(rec: dict) -> dict:
