@@ -6,7 +6,9 @@ computes whose accumulator is the input dtype: every addition rounded to the dty
 the kernels add: a window's taps in window order (forward sums), and the windows reaching one
 input element in output-position order (row-major over the output: the gradient scatter loops
 of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
-reduce_window sum all visit output positions that way).
+reduce_window sum all visit output positions that way). ``"dtype_reversed"`` adds those windows
+in the reverse order, last output position first (oneDNN's max-pool backward, which TensorFlow
+graphs run on CPU); forward window sums keep window order.
 """
 
 from __future__ import annotations
@@ -17,19 +19,25 @@ import numpy as np
 from .dtypes import round_to
 from .errors import SpecError
 
-ACCUMULATIONS = (None, "dtype")
+ACCUMULATIONS = (None, "dtype", "dtype_reversed")
 F64 = np.dtype(np.float64)
+# The scatter order rides on the accumulator dtype's metadata, so that every sum of the
+# reference takes one ``acc`` argument (np.dtype compares equal whatever its metadata).
+_REVERSED = {"scatter_order": "reversed"}
 
 
 def check(accumulate) -> None:
     if accumulate not in ACCUMULATIONS:
-        raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, "
-                                      f"one rounding) or 'dtype' (every addition rounded to the input dtype)")
+        raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, one "
+                                      f"rounding), 'dtype' (every addition rounded to the input dtype, output "
+                                      f"positions in order) or 'dtype_reversed' (the same, last output first)")
 
 
 def acc_dtype(accumulate, dtype) -> np.dtype:
-    """The dtype the sums are kept in."""
-    return F64 if accumulate is None else np.dtype(dtype)
+    """The dtype the sums are kept in (its metadata says the scatter order)."""
+    if accumulate is None:
+        return F64
+    return np.dtype(dtype, metadata=_REVERSED) if accumulate == "dtype_reversed" else np.dtype(dtype)
 
 
 def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
@@ -43,12 +51,14 @@ def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
 
 def scatter_add(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.dtype) -> np.ndarray:
     """Float64 array of ``size``: ``values`` added at ``flat_index``, in the arrays' C order
-    (output position, then tap) and in ``acc``, each addition rounded to it."""
+    (output position, then tap; reversed where ``acc`` says so) and in ``acc``, each addition
+    rounded to it."""
     if acc == F64:
         return np.bincount(flat_index.ravel(), weights=values.ravel(), minlength=size)
     out = np.zeros(size, dtype=acc)
+    step = -1 if acc.metadata == _REVERSED else 1
     with np.errstate(over="ignore", invalid="ignore"):
-        np.add.at(out, flat_index.ravel(), terms(values.ravel(), acc))
+        np.add.at(out, flat_index.ravel()[::step], terms(values.ravel()[::step], acc))
     return out.astype(np.float64)
 
 

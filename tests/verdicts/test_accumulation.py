@@ -38,14 +38,17 @@ def test_bfloat16_large_then_small_is_named():
     assert v.verdict == "policy" and v.policy["accumulate"] == "dtype"
 
 
-def test_the_order_is_output_order():
+def test_the_order_is_output_order_or_its_reverse():
     spec, x, _ = case(K3S1, ROW, "float16")
     g = with_grad(spec, x, [1, 1, 2048, 1])
     # in output order 1 + 1 + 2048 = 2050 is exact: float64 explains it, no policy needed
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2050, 1, 0, 0]))
     assert v.verdict == "conforms"
-    # 2048 + 1 + 1 (the reverse order) is no policy of the search
+    # 2048 + 1 + 1 (last output first) is oneDNN's order
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
+    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype_reversed"
+    # a sum no order gives is no policy of the search: 1 + 1 + 2048 is 2048 or 2050, never 2052
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2052, 1, 0, 0]))
     assert v.verdict == "wrong"
 
 
