@@ -8,7 +8,10 @@ input element in output-position order (row-major over the output: the gradient 
 of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
 reduce_window sum all visit output positions that way). ``"dtype_reversed"`` adds those windows
 in the reverse order, last output position first (oneDNN's max-pool backward, which TensorFlow
-graphs run on CPU); forward window sums keep window order.
+graphs run on CPU); forward window sums keep window order. ``"dtype_per_axis"`` adds them one
+output axis at a time, last axis first: the windows of one output row that reach an element,
+then those row sums over the rows, and so on outwards (a pool built from one-axis passes, whose
+backward runs the passes in reverse: Keras's adaptive max pooling).
 """
 
 from __future__ import annotations
@@ -19,25 +22,28 @@ import numpy as np
 from .dtypes import round_to
 from .errors import SpecError
 
-ACCUMULATIONS = (None, "dtype", "dtype_reversed")
+ACCUMULATIONS = (None, "dtype", "dtype_reversed", "dtype_per_axis")
 F64 = np.dtype(np.float64)
 # The scatter order rides on the accumulator dtype's metadata, so that every sum of the
 # reference takes one ``acc`` argument (np.dtype compares equal whatever its metadata).
 _REVERSED = {"scatter_order": "reversed"}
+_PER_AXIS = {"scatter_order": "per_axis"}
 
 
 def check(accumulate) -> None:
     if accumulate not in ACCUMULATIONS:
         raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, one "
                                       f"rounding), 'dtype' (every addition rounded to the input dtype, output "
-                                      f"positions in order) or 'dtype_reversed' (the same, last output first)")
+                                      f"positions in order), 'dtype_reversed' (the same, last output first) or "
+                                      f"'dtype_per_axis' (one output axis at a time, last axis first)")
 
 
 def acc_dtype(accumulate, dtype) -> np.dtype:
     """The dtype the sums are kept in (its metadata says the scatter order)."""
     if accumulate is None:
         return F64
-    return np.dtype(dtype, metadata=_REVERSED) if accumulate == "dtype_reversed" else np.dtype(dtype)
+    order = {"dtype_reversed": _REVERSED, "dtype_per_axis": _PER_AXIS}.get(accumulate)
+    return np.dtype(dtype, metadata=order) if order else np.dtype(dtype)
 
 
 def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
@@ -55,10 +61,31 @@ def scatter_add(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.d
     rounded to it."""
     if acc == F64:
         return np.bincount(flat_index.ravel(), weights=values.ravel(), minlength=size)
+    if acc.metadata == _PER_AXIS:
+        return _scatter_per_axis(size, flat_index, terms(values, acc), acc)
     out = np.zeros(size, dtype=acc)
     step = -1 if acc.metadata == _REVERSED else 1
     with np.errstate(over="ignore", invalid="ignore"):
         np.add.at(out, flat_index.ravel()[::step], terms(values.ravel()[::step], acc))
+    return out.astype(np.float64)
+
+
+def _scatter_per_axis(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """scatter_add for ``"dtype_per_axis"``: ``flat_index`` is shaped (N, C, *output axes[,
+    taps]); the terms reaching one element are added over the last axis first (in its order),
+    those sums over the axis before, and so on up to (N, C), each addition rounded to ``acc``."""
+    prefix = np.arange(flat_index.size, dtype=np.int64)
+    target, value = flat_index.ravel().astype(np.int64), values.ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for extent in reversed(flat_index.shape[2:]):
+            prefix //= extent
+            # unique keys come out sorted, so the next axis still sees its terms in output order
+            keys, group = np.unique(prefix * size + target, return_inverse=True)
+            sums = np.zeros(keys.size, dtype=acc)
+            np.add.at(sums, group.ravel(), value)
+            prefix, target, value = keys // size, keys % size, sums
+        out = np.zeros(size, dtype=acc)
+        np.add.at(out, target, value)
     return out.astype(np.float64)
 
 

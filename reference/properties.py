@@ -50,6 +50,8 @@ PROPERTIES = {
     "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
     "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly",
+    "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
+    "adaptive_unit_last_axis": "adaptive pooling whose output length or input length is 1 on the last spatial axis",
 }
 
 
@@ -83,6 +85,11 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("uneven_bins")
     elif spec.is_adaptive:
         found.add("non_overlapping")
+    unit = [spec.is_adaptive and (a.length == 1 or a.out == 1) for a in geom.axes]
+    if any(unit):
+        found.add("adaptive_unit_axis")
+    if unit and unit[-1]:
+        found.add("adaptive_unit_last_axis")
     if any(bool((a.in_window & ~a.in_padded).any()) for a in geom.axes):
         found.add("ceil_overhang")
     if x.size == 0:

@@ -97,3 +97,15 @@ def test_routed_sums_exact_bounds_every_subset():
     assert routed_sums_exact(plan, shape, np.float16, arr([1024, 512, 512, 1], np.float16))  # <= 2048 quanta
     assert not routed_sums_exact(plan, shape, np.float16, arr([2048, 1, 1, 1], np.float16))
     assert not routed_sums_exact(plan, shape, np.float16, arr([40000, 40000, 1, 1], np.float16))  # overflows
+
+
+def test_max_scatter_in_float16_one_output_axis_at_a_time():
+    # 3x3 -> 2x2 adaptive bins [0, 2) and [1, 3) on each axis: every window selects the centre
+    spec = PoolSpec.from_dict({"op": "adaptive_max_pool2d", "output_size": 2, "dtype": "float16"})
+    x = np.zeros((1, 1, 3, 3), np.float16)
+    x[0, 0, 1, 1] = 5
+    g = np.array([[[[2048, 1], [1, 1]]]], np.float16)
+    centre = lambda accumulate: backward(spec, x, g, accumulate=accumulate)[0, 0, 1, 1]  # noqa: E731
+    assert centre(None) == 2052          # 2051 rounds to even
+    assert centre("dtype") == 2048       # ((2048 + 1) + 1) + 1, each rounding back to 2048
+    assert centre("dtype_per_axis") == 2050  # rows first: (2048 + 1) = 2048 and (1 + 1) = 2, then 2048 + 2

@@ -37,6 +37,10 @@ def props(spec, values, dtype="float32"):
     ({"op": "max_pool3d", "kernel_size": 3, "stride": 1}, np.ones((1, 1, 3, 3, 3)), {"taps_over_25"}, set()),
     ({"op": "adaptive_max_pool1d", "output_size": 3}, [[[1, 2, 3, 4, 5]]], {"uneven_bins"}, {"non_overlapping"}),
     ({"op": "adaptive_max_pool1d", "output_size": 2}, [[[1, 2, 3, 4]]], {"non_overlapping"}, {"uneven_bins"}),
+    ({"op": "adaptive_max_pool1d", "output_size": 2}, [[[1, 2, 3, 4]]], set(), {"adaptive_unit_axis", "adaptive_unit_last_axis"}),
+    ({"op": "adaptive_max_pool2d", "output_size": [1, 2]}, np.ones((1, 1, 3, 4)), {"adaptive_unit_axis"}, {"adaptive_unit_last_axis"}),
+    ({"op": "adaptive_max_pool2d", "output_size": [3, 2]}, np.ones((1, 1, 3, 1)), {"adaptive_unit_axis", "adaptive_unit_last_axis"}, set()),
+    ({"op": "max_pool2d", "kernel_size": 1}, np.ones((1, 1, 1, 1)), set(), {"adaptive_unit_axis", "adaptive_unit_last_axis"}),
     ({"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}, [[[40, 40, 1, 1]]], set(), {"power_sum_overflows"}),
     (K2, np.zeros((0, 1, 4)), {"empty", "non_overlapping"}, {"ties"}),
 ])
