@@ -6,9 +6,10 @@ computes whose accumulator is the input dtype: every addition rounded to the dty
 the kernels add: a window's taps in window order (forward sums), and the windows reaching one
 input element in output-position order (row-major over the output: the gradient scatter loops
 of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
-reduce_window sum all visit output positions that way). ``"dtype_reversed"`` adds those windows
-in the reverse order, last output position first (oneDNN's max-pool backward, which TensorFlow
-graphs run on CPU); forward window sums keep window order. ``"dtype_per_axis"`` adds them one
+reduce_window sum all visit output positions that way). ``"dtype_axis1_reversed"`` visits the
+second output axis backwards, the others in order (in 1-D, which TensorFlow runs as 2-D with one
+row, the only axis): measured on oneDNN's max-pool backward, which TensorFlow graphs run on CPU;
+forward window sums keep window order. ``"dtype_per_axis"`` adds them one
 output axis at a time, last axis first: the windows of one output row that reach an element,
 then those row sums over the rows, and so on outwards (a pool built from one-axis passes, whose
 backward runs the passes in reverse: Keras's adaptive max pooling).
@@ -22,7 +23,7 @@ import numpy as np
 from .dtypes import round_to
 from .errors import SpecError
 
-ACCUMULATIONS = (None, "dtype", "dtype_reversed", "dtype_per_axis")
+ACCUMULATIONS = (None, "dtype", "dtype_axis1_reversed", "dtype_per_axis")
 F64 = np.dtype(np.float64)
 # The scatter order rides on the accumulator dtype's metadata, so that every sum of the
 # reference takes one ``acc`` argument (np.dtype compares equal whatever its metadata).
@@ -34,7 +35,7 @@ def check(accumulate) -> None:
     if accumulate not in ACCUMULATIONS:
         raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, one "
                                       f"rounding), 'dtype' (every addition rounded to the input dtype, output "
-                                      f"positions in order), 'dtype_reversed' (the same, last output first) or "
+                                      f"positions in order), 'dtype_axis1_reversed' (the same, the second output axis backwards) or "
                                       f"'dtype_per_axis' (one output axis at a time, last axis first)")
 
 
@@ -42,7 +43,7 @@ def acc_dtype(accumulate, dtype) -> np.dtype:
     """The dtype the sums are kept in (its metadata says the scatter order)."""
     if accumulate is None:
         return F64
-    order = {"dtype_reversed": _REVERSED, "dtype_per_axis": _PER_AXIS}.get(accumulate)
+    order = {"dtype_axis1_reversed": _REVERSED, "dtype_per_axis": _PER_AXIS}.get(accumulate)
     return np.dtype(dtype, metadata=order) if order else np.dtype(dtype)
 
 
@@ -55,18 +56,22 @@ def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
         return round_to(np.asarray(values, dtype=np.float64), acc)
 
 
-def scatter_add(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.dtype) -> np.ndarray:
-    """Float64 array of ``size``: ``values`` added at ``flat_index``, in the arrays' C order
-    (output position, then tap; reversed where ``acc`` says so) and in ``acc``, each addition
+def scatter_add(size: int, flat_index: np.ndarray, values: np.ndarray, acc: np.dtype,
+                taps: bool = False) -> np.ndarray:
+    """Float64 array of ``size``: ``values`` added at ``flat_index`` (both shaped (N, C, *output
+    axes), then a taps axis if ``taps``), in the arrays' C order (the second output axis, or a
+    1-D output's only one, backwards where ``acc`` says so) and in ``acc``, each addition
     rounded to it."""
     if acc == F64:
         return np.bincount(flat_index.ravel(), weights=values.ravel(), minlength=size)
     if acc.metadata == _PER_AXIS:
         return _scatter_per_axis(size, flat_index, terms(values, acc), acc)
+    if acc.metadata == _REVERSED:
+        axis = 2 + int(flat_index.ndim - 2 - taps > 1)
+        flat_index, values = np.flip(flat_index, axis), np.flip(values, axis)
     out = np.zeros(size, dtype=acc)
-    step = -1 if acc.metadata == _REVERSED else 1
     with np.errstate(over="ignore", invalid="ignore"):
-        np.add.at(out, flat_index.ravel()[::step], terms(values.ravel()[::step], acc))
+        np.add.at(out, flat_index.ravel(), terms(values.ravel(), acc))
     return out.astype(np.float64)
 
 
@@ -95,7 +100,7 @@ def scatter_taps(plan, shape, per_tap, acc: np.dtype) -> np.ndarray:
     out_shape = shape[:2] + plan.geom.out_shape
     index = np.stack([plan.flat_index(np.full(out_shape, t), shape) for t in range(len(plan.taps))], axis=-1)
     values = np.stack([np.broadcast_to(v, out_shape) for v in per_tap], axis=-1)
-    return scatter_add(int(np.prod(shape)), index, values, acc).reshape(shape)
+    return scatter_add(int(np.prod(shape)), index, values, acc, taps=True).reshape(shape)
 
 
 def routed_sums_exact(plan, padded_shape, dtype, g: np.ndarray) -> bool:

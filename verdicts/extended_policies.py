@@ -18,7 +18,7 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  "-inf": it starts at a -inf that wins ties, so a window whose maximum is -inf
                  selects nothing (a reduce_window from its init value: JAX's forward mode)
   accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
-                 order ("dtype_reversed": the windows meeting at one element last output first)
+                 order ("dtype_axis1_reversed": the second output axis visited backwards)
                  (reference/accumulate.py): the gradients of overlapping windows that
                  meet at one element, and avg/lp's window sums; the only modifier of avg/lp
 Policies are ordered simplest first (fewest departures from the canonical spec); the first
@@ -63,7 +63,7 @@ MODIFIERS = {
     "order": ("column_major",),
     "signed_zero": ("ordered",),
     "init": ("lowest", "-inf"),
-    "accumulate": ("dtype", "dtype_reversed"),
+    "accumulate": ("dtype", "dtype_axis1_reversed"),
 }
 
 

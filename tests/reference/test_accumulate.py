@@ -34,9 +34,9 @@ def test_max_scatter_in_float16_reversed_output_order():
     x = arr([0, 1, 5, 2, 0, 0], np.float16)
     # last output first: window 2's gradient, then 1's, then 0's
     g = arr([2048, 1, 1, 1], np.float16)  # 1 + 1 + 2048 = 2050
-    assert backward(spec, x, g, accumulate="dtype_reversed").tolist() == [[[0, 0, 2050, 1, 0, 0]]]
+    assert backward(spec, x, g, accumulate="dtype_axis1_reversed").tolist() == [[[0, 0, 2050, 1, 0, 0]]]
     g_late = arr([1, 1, 2048, 1], np.float16)  # 2048 + 1 rounds to 2048, twice
-    assert backward(spec, x, g_late, accumulate="dtype_reversed").tolist() == [[[0, 0, 2048, 1, 0, 0]]]
+    assert backward(spec, x, g_late, accumulate="dtype_axis1_reversed").tolist() == [[[0, 0, 2048, 1, 0, 0]]]
 
 
 @pytest.mark.parametrize("tie", ["first", "last", "all", "split"])

@@ -46,7 +46,7 @@ def test_the_order_is_output_order_or_its_reverse():
     assert v.verdict == "conforms"
     # 2048 + 1 + 1 (last output first) is oneDNN's order
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
-    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype_reversed"
+    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype_axis1_reversed"
     # a sum no order gives is no policy of the search: 1 + 1 + 2048 is 2048 or 2050, never 2052
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2052, 1, 0, 0]))
     assert v.verdict == "wrong"
