@@ -15,6 +15,9 @@ import reference
 from .base import OK, Adapter, Outcome
 
 ABORT, HANG, RAISE, SEGFAULT = 1234.5, 2345.5, 3456.5, 4567.5
+# Runs normally but damages the process, so that its next call aborts whatever it computes (a
+# kernel that wrote out of bounds, whose damage shows later).
+POISON = 5678.5
 
 
 class FakeAdapter(Adapter):
@@ -23,6 +26,7 @@ class FakeAdapter(Adapter):
 
     def __init__(self):
         self.calls = 0  # lets tests count worker calls (one per stacked group)
+        self.poisoned = False
 
     def version(self) -> str:
         return "0.0"
@@ -36,7 +40,7 @@ class FakeAdapter(Adapter):
     def run(self, spec, variant, device, x, grad_output) -> Outcome:
         self.calls += 1
         values = x.astype(np.float64)
-        if (values == ABORT).any():
+        if self.poisoned or (values == ABORT).any():
             os.abort()
         if (values == SEGFAULT).any():
             ctypes.string_at(0)
@@ -45,6 +49,7 @@ class FakeAdapter(Adapter):
                 time.sleep(60)
         if (values == RAISE).any():
             raise ValueError("fake framework refuses the sentinel input")
+        self.poisoned = bool((values == POISON).any())
         return Outcome(OK, forward=reference.forward(spec, x), grad_input=reference.backward(spec, x, grad_output),
                        info={"calls": self.calls, "pid": os.getpid()})
 

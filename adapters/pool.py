@@ -104,6 +104,11 @@ class WorkerPool:
     def _run_stacked(self, target, spec, xs, gs, timeout_s, call) -> list[Outcome]:
         x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
         outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
+        if outcome.status == CRASH and len(xs) == 1:
+            # A worker can die of an earlier call's damage (a kernel that wrote out of bounds
+            # and corrupted the heap): the crash is this call's own only if a fresh worker
+            # crashes on it again.
+            outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
         if outcome.status in (CRASH, ERROR) and len(xs) > 1:
             # One member's input can fail the whole call (torch.compile's max_pool kernels
             # assert on an all -inf padded window): each case is rerun on its own, so only the

@@ -9,7 +9,7 @@ import pytest
 
 from adapters import registry
 from adapters.base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Target
-from adapters.fake_adapter import ABORT, HANG, RAISE, SEGFAULT
+from adapters.fake_adapter import ABORT, HANG, POISON, RAISE, SEGFAULT
 from fake_frameworks import SPEC, case, fake, fake_pool
 from reference import backward, forward
 
@@ -43,6 +43,14 @@ def test_abort_is_a_crash_and_later_cases_still_run(pool):
     later = run_one(pool, x, g)
     assert_matches_reference(later, x, g)
     assert later.info["pid"] != before  # a fresh worker answered
+
+
+def test_a_crash_left_by_an_earlier_call_is_not_the_next_cases_result(pool):
+    """The poisoned call succeeds and leaves the worker to die on its next call: that case is
+    run again in a fresh worker and gets its own result, not the earlier call's crash."""
+    assert run_one(pool, *case(1, sentinel=POISON)).status == OK
+    x, g = case(2)
+    assert_matches_reference(run_one(pool, x, g), x, g)
 
 
 def test_segfault_is_a_crash_whose_message_quotes_the_worker_stderr(pool):
