@@ -81,9 +81,11 @@ def _pool_fn(spec, shape, dtype):
         if not include_pad:
             return window(ones, 0, lax.add)
         spec_pads = geom.pads or ((0, 0),) * len(kernel)
-        padded = jnp.pad(ones, ((0, 0), (0, 0), *spec_pads), constant_values=1)
-        overhang = tuple((0, r - a) for (_, r), (_, a) in zip(pads, spec_pads))
-        return window(padded, 0, lax.add, tuple((0, max(o, 0)) for _, o in overhang))
+        # Trailing spec padding that no window reads (pads' right is smaller) is left out, or
+        # the counts would have more windows than the pooled sum.
+        read = tuple((b, min(r, a)) for (b, r), (_, a) in zip(pads, spec_pads))
+        padded = jnp.pad(ones, ((0, 0), (0, 0), *read), constant_values=1)
+        return window(padded, 0, lax.add, tuple((0, max(r - a, 0)) for (_, r), (_, a) in zip(pads, spec_pads)))
 
     if spec.op == "lp_pool":
         # PyTorch's definition: a ceil_mode window clipped at the edge is scaled by K / count.

@@ -100,9 +100,10 @@ class Finding:
         """A failure claim: the verdict, and for error/crash the type and message. A "wrong"
         claim says only that the path diverges there by no fixed rule: any divergent result
         that ran (whatever policy the search happens to name for it) matches, in an AD mode also
-        one whose modes disagree (inconsistent_modes: one side follows no rule)."""
+        one whose modes disagree (inconsistent_modes: one side follows no rule), and one whose
+        indices point at no element of the forward (inconsistent_indices)."""
         if self.verdict == "wrong":
-            return verdict in ("policy", "inconsistent", "inconsistent_modes", "wrong")
+            return verdict in ("policy", "inconsistent", "inconsistent_modes", "inconsistent_indices", "wrong")
         if verdict != self.verdict:
             return False
         if self.error is None:

@@ -26,6 +26,7 @@ PROPERTIES = {
     "nan_with_number": "a window holds a NaN and a number",
     "nan_only": "a window's real elements are all NaN",
     "nan_not_first": "a window holds a NaN that is not its first real element",
+    "number_then_nan": "a window's first real element is a number and it holds a NaN",
     "ties": "a window's largest number occurs more than once",
     "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
     "infinite_max": "a window's largest number is +inf or -inf",
@@ -42,9 +43,13 @@ PROPERTIES = {
     "ceil_overhang": "a ceil_mode window reaches past the padded input",
     "zero_window": "a window's real elements are all zero",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
+    "window_sum_overflows": "avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
+    "power_overflows": "lp_pool: some |x| ** p of a real element exceeds the dtype's largest finite value",
     "dilation": "the windows are dilated",
     "excludes_padding": "avg_pool with count_include_pad false: the divisor counts real elements only",
     "divisor_override": "avg_pool with a divisor_override",
+    "norm_type_one": "lp_pool with norm_type 1 (its power and root are the identity)",
+    "one_tap_windows": "every window has one tap (kernel 1 or adaptive bins of one element): pooling is a copy",
     "explicit_padding": "the padding is neither none (VALID) nor what TensorFlow's SAME rule adds for this input",
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
@@ -66,6 +71,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("excludes_padding")
     if spec.op == "avg_pool" and spec.divisor_override is not None:
         found.add("divisor_override")
+    if spec.op == "lp_pool" and float(spec.norm_type) == 1.0:
+        found.add("norm_type_one")
     if spec.kernel_size is not None and not spec.is_adaptive:
         kernel = np.atleast_1d(spec.kernel_size)
         stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
@@ -81,6 +88,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("explicit_padding")
     if int(np.prod([a.taps for a in geom.axes])) > 25:
         found.add("taps_over_25")
+    if all(a.taps == 1 for a in geom.axes):
+        found.add("one_tap_windows")
     if spec.is_adaptive and any(a.length % a.out for a in geom.axes if a.out):
         found.add("uneven_bins")
     elif spec.is_adaptive:
@@ -101,7 +110,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
     n_real, n_nan, n_neginf, n_zero, n_pos0, n_neg0, n_max = (zeros() for _ in range(7))
     n_finite = zeros()
     nan_late = np.zeros(out, dtype=bool)
-    power_sum = np.zeros(out)
+    first_number = np.zeros(out, dtype=bool)
+    power_sum, abs_sum, power_max = np.zeros(out), np.zeros(out), np.zeros(out)
     top = np.full(out, -np.inf)
     reads_padding = np.zeros(geom.out_shape, dtype=bool)
     leads_padding, seen = np.zeros(geom.out_shape, dtype=bool), np.zeros(geom.out_shape, dtype=bool)
@@ -112,13 +122,18 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         leads_padding |= ~seen & padded
         seen |= padded | (True if valid is None else valid)
         nan_late |= real & np.isnan(v) & (n_real > 0)
+        first_number |= real & ~np.isnan(v) & (n_real == 0)
         n_real += real
         n_nan += real & np.isnan(v)
         n_neginf += real & np.isneginf(v)
         n_finite += real & np.isfinite(v)
+        if spec.op == "avg_pool":
+            abs_sum += np.where(real, np.abs(v.astype(np.float64)), 0.0)
         if spec.op == "lp_pool":
             with np.errstate(over="ignore", invalid="ignore"):
-                power_sum += np.where(real, np.abs(v.astype(np.float64)) ** float(spec.norm_type), 0.0)
+                power = np.where(real, np.abs(v.astype(np.float64)) ** float(spec.norm_type), 0.0)
+                power_sum += power
+                np.copyto(power_max, np.fmax(power_max, power))
         n_zero += real & (v == 0)
         n_pos0 += real & (v == 0) & ~np.signbit(v)
         n_neg0 += real & (v == 0) & np.signbit(v)
@@ -134,6 +149,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         "nan_with_number": (n_nan > 0) & (n_nan < n_real),
         "nan_only": has_real & (n_nan == n_real),
         "nan_not_first": nan_late,
+        "number_then_nan": first_number & (n_nan > 0),
         "ties": (n_max > 1) & (n_nan < n_real),
         "infinite_max": (n_nan < n_real) & np.isinf(top),
         "signed_zero_tie": (top == 0) & (n_pos0 > 0) & (n_neg0 > 0),
@@ -147,6 +163,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         "empty_window": ~has_real,
         "zero_window": has_real & (n_zero == n_real),
         "power_sum_overflows": power_sum > float(ml_dtypes.finfo(x.dtype).max),
+        "window_sum_overflows": abs_sum > float(ml_dtypes.finfo(x.dtype).max),
+        "power_overflows": power_max > float(ml_dtypes.finfo(x.dtype).max),
     }
     found.update(name for name, hit in flags.items() if np.any(hit))
     if "subnormal" in found and "ties" not in found:

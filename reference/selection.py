@@ -18,24 +18,12 @@ rules and options are what real kernels do, and the verdicts' policy search driv
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 
 from .taps import TapPlan
 
 NAN_RULES = ("propagate", "ignore", "first_tap", "as_neg_inf", "scan")
-
-
-def padded_masks(plan: TapPlan) -> list:
-    """Per tap, the windows where it reads the input or its padding (not ceil_mode overhang)."""
-    masks = []
-    for combo in itertools.product(*(range(a.taps) for a in plan.geom.axes)):
-        m = np.ones((), dtype=bool)
-        for a, t in zip(plan.geom.axes, combo):
-            m = np.multiply.outer(m, a.in_padded[:, t])
-        masks.append(m)
-    return masks
 
 
 def fill_padding(plan: TapPlan, xw: np.ndarray, value: float) -> np.ndarray:
@@ -117,10 +105,11 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
          seeded: bool = False):
     """Running selection over the taps of every window of the padded input ``xw``.
 
-    ``pad_value`` makes padding taps candidates with that value (a kernel that pads
-    explicitly). ``seeded``: the selection starts at a -inf that is no tap, which a tap must
-    beat like any running maximum (a reduction from an init value), so a window whose
-    maximum is -inf selects nothing. Returns (best value, selected tap or -1).
+    ``pad_value`` makes every tap outside the input a candidate with that value: padding and
+    a ceil_mode window's overhang alike (a kernel that pads the input explicitly, ceil_mode's
+    extra elements included). ``seeded``: the selection starts at a -inf that is no tap,
+    which a tap must beat like any running maximum (a reduction from an init value), so a
+    window whose maximum is -inf selects nothing. Returns (best value, selected tap or -1).
     """
     if nan in ("propagate", "ignore") and nan_tie in (None, tie) and not (signed_zero or seeded) \
             and pad_value is None:
@@ -136,7 +125,7 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
         candidates = [valid for _, valid in plan.taps]
     else:
         xw = fill_padding(plan, xw, pad_value)
-        candidates = padded_masks(plan)
+        candidates = [None] * len(plan.taps)
     for t, ((index, _), cand) in enumerate(zip(plan.taps, candidates)):
         v = xw[index]
         if nan == "ignore":

@@ -4,11 +4,12 @@ A policy is the reference's tie/NaN policy plus *modifiers* that real kernels sh
 a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
   tie, nan       reference policies; nan also takes the extended rules of reference/selection.py
                  (first_tap, as_neg_inf, scan), nan_tie orders NaNs unlike numeric ties
-  ftz            subnormal inputs flushed to (signed) zero before comparing (DAZ/FTZ CPUs);
+  ftz            subnormal inputs flushed to (signed) zero before comparing or summing (DAZ/FTZ CPUs);
                  "daz": compared as zero, but the selected element's own value is output (a
                  kernel that compares under DAZ and copies the winner's bits)
-  padding        padding taps take part with this value ("-inf" or "0"); when one is selected
-                 the forward is that value and the window's gradient is dropped
+  padding        taps outside the input (padding and ceil_mode overhang) take part with this
+                 value ("-inf" or "0"); when one is selected the forward is that value and the
+                 window's gradient is dropped
   order          "column_major": window taps visited with the spatial axes reversed; this is
                  also what a separable reduction selects that reduces the first spatial axis
                  first and resolves ties per axis
@@ -94,9 +95,10 @@ class Policy:
 
     def evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
         """Forward and gradient of ``x`` under this policy, in x's dtype."""
-        if not spec.is_max:  # arithmetic: only where the sums are kept matters
-            return Result(reference.forward(spec, x, accumulate=self.accumulate),
-                          reference.backward(spec, x, g, accumulate=self.accumulate), lambda: True)
+        if not spec.is_max:  # arithmetic: what is summed (flushed inputs) and where the sums are kept
+            xs = flush_subnormals(x) if self.ftz else x
+            return Result(reference.forward(spec, xs, accumulate=self.accumulate),
+                          reference.backward(spec, xs, g, accumulate=self.accumulate), lambda: True)
         if self.order == "column_major":
             axes = (0, 1, *range(x.ndim - 1, 1, -1))
             inner = dataclasses.replace(self, order="row_major")
@@ -207,10 +209,9 @@ def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
     """Which policy dimensions can change any result on this case (the others are skipped)."""
     if not spec.is_max:
         return {"selection": False, "nan": False, **{name: False for name in MODIFIERS},
-                "accumulate": accumulation_matters(spec, x, g)}
+                "accumulate": accumulation_matters(spec, x, g), "ftz": _has_subnormal(x)}
     geom = resolve(spec, x.shape)
     xf = x.astype(np.float64)
-    tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     has_nan = bool(np.isnan(xf).any())
     zeros = xf[xf == 0]
     plan = TapPlan(geom)
@@ -218,12 +219,17 @@ def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
         "selection": True,
         "accumulate": not routed_sums_exact(plan, plan.pad(x).shape, x.dtype, np.asarray(g).astype(x.dtype)),
         "nan": has_nan,
-        "ftz": bool(((np.abs(xf) < tiny) & (xf != 0)).any()),
-        "padding": any(bool((a.in_padded & ~a.in_input).any()) for a in geom.axes),
+        "ftz": _has_subnormal(x),
+        "padding": any(bool((~a.in_input).any()) for a in geom.axes),
         "order": sum(a.taps > 1 for a in geom.axes) > 1,
         "signed_zero": bool(np.signbit(zeros).any() and (~np.signbit(zeros)).any()),
         "init": has_nan or bool(np.isneginf(xf).any()) or geom.window_counts("in_input").min() == 0,
     }
+
+
+def _has_subnormal(x: np.ndarray) -> bool:
+    xf = np.abs(x.astype(np.float64))
+    return bool(((xf < float(ml_dtypes.finfo(x.dtype).smallest_normal)) & (xf != 0)).any())
 
 
 def accumulation_matters(spec, x: np.ndarray, g: np.ndarray) -> bool:

@@ -98,6 +98,9 @@ GEOMETRY = {
     "dilation_avg": {"op": "avg_pool", "kernel_size": 2, "dilation": [2, 1], "padding": 1},
     "dilation_lp": {"op": "lp_pool", "kernel_size": 2, "stride": 1, "dilation": 2, "norm_type": 2},
     "divisor_override": {"op": "avg_pool", "kernel_size": 3, "padding": 1, "divisor_override": 5},
+    # ceil_mode drops the window that would start in the bottom padding: no window reads it
+    "unread_pad_avg": {"op": "avg_pool", "kernel_size": [1, 3], "stride": 1, "padding": [[0, 1], [0, 1]],
+                       "ceil_mode": True},
     "same": {"op": "max_pool", "kernel_size": 2, "stride": 2, "padding": "SAME"},
 }
 

@@ -41,7 +41,13 @@ def props(spec, values, dtype="float32"):
     ({"op": "adaptive_max_pool2d", "output_size": [1, 2]}, np.ones((1, 1, 3, 4)), {"adaptive_unit_axis"}, {"adaptive_unit_last_axis"}),
     ({"op": "adaptive_max_pool2d", "output_size": [3, 2]}, np.ones((1, 1, 3, 1)), {"adaptive_unit_axis", "adaptive_unit_last_axis"}, set()),
     ({"op": "max_pool2d", "kernel_size": 1}, np.ones((1, 1, 1, 1)), set(), {"adaptive_unit_axis", "adaptive_unit_last_axis"}),
-    ({"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}, [[[40, 40, 1, 1]]], set(), {"power_sum_overflows"}),
+    ({"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}, [[[40, 40, 1, 1]]], set(),
+     {"power_sum_overflows", "norm_type_one", "power_overflows"}),
+    ({"op": "lp_pool1d", "kernel_size": 2, "norm_type": 1}, [[[1, NAN, 1, 1]]], {"norm_type_one", "nan"}, set()),
+    (K2, [[[NAN, 1, 2, NAN]]], {"number_then_nan", "nan_not_first"}, set()),
+    (K2, [[[NAN, NAN, NAN, 3]]], {"nan_not_first"}, {"number_then_nan"}),
+    ({"op": "avg_pool1d", "kernel_size": 2}, [[[3e38, 3e38, 1, 1]]], {"window_sum_overflows"}, {"one_tap_windows"}),
+    ({"op": "adaptive_max_pool1d", "output_size": 3}, [[[1, 2, 3]]], {"one_tap_windows"}, {"window_sum_overflows"}),
     (K2, np.zeros((0, 1, 4)), {"empty", "non_overlapping"}, {"ties"}),
 ])
 def test_property_holds_exactly_where_the_case_has_it(spec, values, present, absent):
@@ -53,6 +59,8 @@ def test_power_sum_overflows_in_the_cases_dtype():
     spec = {"op": "lp_pool1d", "kernel_size": 2, "norm_type": 3}
     assert "power_sum_overflows" in props(spec, [[[40, 40, 1, 1]]], dtype="float16")
     assert "power_sum_overflows" not in props(spec, [[[40, 40, 1, 1]]], dtype="float32")
+    assert "power_overflows" not in props(spec, [[[30, 30, 1, 1]]], dtype="float16")  # 27000 each
+    assert "power_overflows" in props(spec, [[[41, 1, 1, 1]]], dtype="float16")  # 68921
 
 
 def test_every_property_is_in_the_spec():

@@ -81,6 +81,10 @@ EXTENDED = [
     # padding -inf participates: [pad,-inf,-inf] selects the pad and drops g=1
     ({"op": "max_pool", "kernel_size": 3, "stride": 1, "padding": 1}, [-INF, -INF, -INF], [-INF] * 3,
      [2, 4, 0], "policy", {"tie": "first", "nan": "propagate", "padding": "-inf"}, False),
+    # JAX's VJP pads ceil_mode's overhang with -inf too: [3, nan, overhang] scans 3, nan, then the
+    # overhang (nan >= -inf fails), which drops g=2; [1, 2, 3] -> tap 2
+    ({"op": "max_pool", "kernel_size": 3, "ceil_mode": True}, [1, 2, 3, 3, NAN], [3, NAN], [0, 0, 1, 0, 0],
+     "inconsistent", {"tie": "first", "nan": "scan", "padding": "-inf"}, False),
     # padding 0 participates: [0,-1] -> pad (0), [-1,-2] -> -1, [-2,0] -> pad
     ({"op": "max_pool", "kernel_size": 2, "stride": 1, "padding": 1}, [-1, -2], [0, -1, 0], [2, 0],
      "policy", {"tie": "first", "nan": "propagate", "padding": "0"}, False),
@@ -115,6 +119,14 @@ def test_signed_zero_ordering_in_forward_only():
 
 
 AVG = {"op": "avg_pool", "kernel_size": 3}
+
+
+def test_avg_of_flushed_subnormals_is_named_ftz():
+    # three subnormals summing past the smallest normal: a flush-to-zero CPU averages them to 0
+    tiny = 0.9 * 1.1754943508222875e-38
+    spec, x, g = case({**AVG, "divisor_override": 1}, [tiny, tiny, tiny])
+    v = classify(spec, x, g, Outcome(OK, np.zeros(1, np.float32).reshape(1, 1, 1), under(spec, x, g).grad_input))
+    assert v.verdict == "policy" and v.policy == {"tie": "first", "nan": "propagate", "ftz": True}
 
 
 def test_avg_within_tolerance_conforms_outside_is_wrong():
