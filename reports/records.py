@@ -18,7 +18,7 @@ import numpy as np
 
 from cases.json_values import SPECIAL
 
-from .schema import AGAINST_EXPECTED, CASE_FIELDS, OPTIONAL, RecordError, validate
+from .schema import AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, OPTIONAL, RecordError, validate
 
 
 
@@ -98,10 +98,12 @@ class ResultsWriter:
         if rec["record"] == "result" and rec.get("input") is not None:
             case = self._cases.get(rec["case_id"])
             if case is None:
-                case = {"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS}}
+                case = {"record": "case", "case_id": rec["case_id"],
+                        **{f: rec.get(f) for f in CASE_FIELDS + CASE_DEFAULTS}}
                 self._cases[rec["case_id"]] = case
-                write_record(self.fh, case)
-            rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS}, case)
+                write_record(self.fh, {k: v for k, v in case.items() if not (k in CASE_DEFAULTS and v is None)})
+            rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
+                k in CASE_DEFAULTS and v is not None and v == case.get(k))}, case)
         write_record(self.fh, {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None)})
 
 
@@ -130,6 +132,9 @@ def _restore(rec: dict, case: dict) -> dict:
     """A result with its case's fields and its arrays whole again."""
     # A case record holds what its writer moved there (older writers: the arrays only).
     out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
+    for f in CASE_DEFAULTS:  # left out (read as null) where it was the case's
+        if out.get(f) is None and case.get(f) is not None:
+            out[f] = case[f]
     for name in out.pop("as_expected", None) or ():
         out[name] = case[AGAINST_EXPECTED[name]]
     for name, ref in AGAINST_EXPECTED.items():

@@ -25,6 +25,10 @@ CASE_FIELDS = ("family", "op", "spec", "dtype", "shape", "input", "grad_output",
 # leaves out an array equal to the reference (``as_expected``) or writes only the cells that
 # differ (``<name>_changes``: [flat index, value] pairs).
 AGAINST_EXPECTED = {"forward": "expected_forward", "grad_input": "expected_grad_input"}
+# Result fields that are the same for most targets of a case (the call's other cases are the
+# group's, whatever the target): the case record holds the first result's value, and a result
+# leaves the field out where it equals it.
+CASE_DEFAULTS = ("call_properties",)
 ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
                 "expected_grad_input", "indices",
                 # AD modes: the mode's derivative (jvp's tangent output, double backward's by
@@ -106,8 +110,8 @@ def validate(rec) -> dict:
             raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
         return {**{name: None for name in ENVIRONMENT_OPTIONAL}, **rec}
     if kind == "case":
-        _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: RESULT_FIELDS[f] for f in CASE_FIELDS}},
-                      frozenset(CASE_FIELDS))
+        _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: RESULT_FIELDS[f] for f in CASE_FIELDS + CASE_DEFAULTS}},
+                      frozenset(CASE_FIELDS + CASE_DEFAULTS))
         return rec
     if kind != "result":
         raise RecordError(f"field 'record' must be 'environment', 'case' or 'result', got {kind!r}")

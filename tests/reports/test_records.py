@@ -84,3 +84,23 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
     assert 0 < len(changes) < np.size(x) / 2 and "grad_input" not in lines[2]
     _, results = read_results(path)
     assert [{k: r[k] for k in recs[0]} for r in results] == recs
+
+
+def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
+    from reports import synthetic
+    from reports.records import ResultsWriter, read_results
+    spec, x, g = synthetic.tie_case()
+    recs = [{**synthetic.result("tie", "ties", spec, x, g, framework="torch", variant=v, run_id="r"),
+             "call_properties": props}
+            for v, props in (("eager", ["nan"]), ("module", ["nan"]), ("compile", []))]
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as fh:
+        writer = ResultsWriter(fh)
+        for rec in recs:
+            writer.write(rec)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["call_properties"] == ["nan"]  # the case record
+    assert "call_properties" not in lines[1] and "call_properties" not in lines[2]
+    assert lines[3]["call_properties"] == []  # a call of its own (a case rerun alone) says so
+    _, results = read_results(path)
+    assert [r["call_properties"] for r in results] == [["nan"], ["nan"], []]
