@@ -28,7 +28,7 @@ import numpy as np
 
 from reference.geometry import padding_name, resolve
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, unsupported_rule
+from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule
 
 _BACKEND_ADAPTERS = {"tensorflow": "adapters.tf_adapter", "jax": "adapters.jax_adapter", "torch": "adapters.torch_adapter"}
 BACKEND = os.environ.get("KERAS_BACKEND")
@@ -132,7 +132,10 @@ def _torch(mode, pool, device, arrays) -> dict:
 _CALL = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}[BACKEND]
 
 
-class KerasAdapter:
+class KerasAdapter(ModeMethods):
+    """run, jvp (the backend's forward mode of the layer call) and double_backward (the backend's
+    gradient of the layer call's gradient) through the backend adapter's own mode functions."""
+
     framework = BACKEND
     variants = ("keras",)
 
@@ -145,17 +148,6 @@ class KerasAdapter:
 
     def environment(self) -> dict:
         return {**_backend.ADAPTER.environment(), "keras": keras.__version__, "keras_backend": keras.backend.backend()}
-
-    def run(self, spec, variant, device, x, grad_output) -> Outcome:
-        return self._mode("run", spec, variant, device, x, grad_output)
-
-    def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
-        """The backend's forward mode of the layer call (ForwardAccumulator, jax.jvp, torch.func.jvp)."""
-        return self._mode("jvp", spec, variant, device, x, grad_output, tangent)
-
-    def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
-        """The backend's gradient of the layer call's gradient."""
-        return self._mode("double_backward", spec, variant, device, x, grad_output, v)
 
     def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
         if variant != "keras":
