@@ -76,8 +76,8 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
         message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
     elif j.outcome == "behaviour_changed":
         message = f"behaviour changed: the findings in scope claim {j.claim}; observed {observed}: {v.message}"
-    elif j.outcome == "skipped":
-        message = f"{v.verdict}: {v.message}"
+    elif j.outcome == "skipped":  # the framework's whole message is the record's framework_message
+        message = f"{v.verdict}: {headline(v.message)}"
     elif j.outcome == "pass":
         message = v.message
     else:
@@ -96,6 +96,16 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
 def case_properties(case) -> frozenset[str]:
     """The case's properties (reference/properties.py), once per case (cases hash by identity)."""
     return properties_of(case.spec, case.input)
+
+
+def headline(text: str, limit: int = 240) -> str:
+    """A framework message in one line: its first line, and its last where the first only
+    announces what follows ("in user code:" above a traceback)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = f"{lines[0]} … {lines[-1]}" if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+    return head if len(head) <= limit else head[:limit - 1] + "…"
 
 
 _calls: collections.OrderedDict = collections.OrderedDict()

@@ -122,3 +122,12 @@ def test_scope_by_release_variant_and_machine():
 def test_a_bad_finding_is_refused_naming_the_field(entry, field):
     with pytest.raises(FindingsError, match=field):
         _kb(entry)
+
+
+def test_a_skip_reason_is_one_line_of_the_framework_message():
+    from suite.check import headline
+    traced = "in user code:\n\n    File \"x.py\", line 3, in f  *\n        y = pool(x)\n\n    TypeError: Expected string for argument 'padding'\n"
+    assert headline(traced) == "in user code: … TypeError: Expected string for argument 'padding'"
+    assert headline("pad should be at most half of effective kernel size\nmore") == \
+        "pad should be at most half of effective kernel size"
+    assert len(headline("x" * 1000)) == 240
