@@ -23,21 +23,21 @@ from pathlib import Path
 
 from allpairspy import AllPairs
 
-from reference import PoolSpec, SpecError, resolve
+from reference import DTYPES as REFERENCE_DTYPES, PoolSpec, SpecError, resolve
 
 from .catalogue import GEOMETRIES_PATH, geometry_rows as load
-from .ids import geometry_tag, parse_geometry
+from .ids import DEFAULT_SIZE, geometry_tag, parse_geometry
 
 COVERAGE_DOC = Path(__file__).parents[1] / "docs" / "COVERAGE.md"
 
 # The spatial size of each size class per rank (the "even" class is the catalogue's default).
 SIZES = {
-    "even": {1: (8,), 2: (6, 6), 3: (4, 4, 4)},
+    "even": DEFAULT_SIZE,
     "odd": {1: (7,), 2: (7, 7), 3: (5, 5, 5)},
     "one_element": {1: (1,), 2: (1, 6), 3: (1, 4, 3)},
     "non_square": {1: (11,), 2: (7, 4), 3: (5, 3, 4)},
 }
-DTYPES = ("float16", "bfloat16", "float32", "float64")
+DTYPES = tuple(REFERENCE_DTYPES)
 _COMMON = {"rank": (1, 2, 3), "size": tuple(SIZES), "dtype": DTYPES}
 _WINDOW = {"kernel": ("1", "2", "3", "input"), "stride": ("1", "kernel", "over_kernel"),
            "padding": ("0", "max", "SAME", "asymmetric"), "ceil_mode": ("off", "overhang", "no_overhang")}
