@@ -41,6 +41,13 @@ class Target:
         return f"{self.framework}-{self.variant}-{self.device}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Unsupported:
+    """What a framework's ``plan`` returns for a spec its API path has no arguments for."""
+
+    reason: str
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str

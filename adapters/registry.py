@@ -14,7 +14,8 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 
-from .base import Target
+from . import jax as jax_plan, tensorflow as tensorflow_plan, torch as torch_plan
+from .base import Target, Unsupported
 
 DEVICES = ("cpu", "gpu")
 ENTRY_POINTS = "poolgrad.adapters"
@@ -32,6 +33,7 @@ class WorkerSpec:
     module: str          # the adapter module it imports (its ``ADAPTER``)
     env: dict            # set before that import (e.g. KERAS_BACKEND)
     requires: str        # importable for the variants it runs to count as installed
+    planner: str | None = None  # module whose ``plan`` maps a spec to the call (see ``plan``)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,28 +47,30 @@ class Framework:
     index_layouts: dict = dataclasses.field(default_factory=dict)
     # variant -> WorkerSpec, for variants another adapter module runs in a worker of its own
     workers: dict = dataclasses.field(default_factory=dict)
+    planner: str | None = None  # module whose ``plan`` maps a spec to the call (see ``plan``)
 
     def worker(self, variant: str | None = None) -> WorkerSpec:
         """The worker that runs ``variant`` (None: the framework's own adapter)."""
-        return self.workers.get(variant) or WorkerSpec(self.name, self.module, {}, self.import_name)
+        return self.workers.get(variant) or WorkerSpec(self.name, self.module, {}, self.import_name, self.planner)
 
 
 def keras_on(backend: str) -> dict:
     """The ``keras`` variant of a framework: Keras 3's pooling layers with the framework as
     Keras's backend. Keras fixes its backend when it is imported (KERAS_BACKEND), so Keras on
     each backend runs in a worker of its own."""
-    return {"keras": WorkerSpec(f"{backend}-keras", "adapters.keras_adapter", {"KERAS_BACKEND": backend}, "keras")}
+    return {"keras": WorkerSpec(f"{backend}-keras", "adapters.keras.adapter", {"KERAS_BACKEND": backend}, "keras",
+                                "adapters.keras")}
 
 
-# poolgrad's own frameworks, registered in pyproject.toml like any plugin's.
-TORCH = Framework("torch", "adapters.torch_adapter", "torch", ("torch",),
-                  ("eager", "channels_last", "compile", "module", "return_indices", "keras"),
-                  {"return_indices": "plane"}, keras_on("torch"))
-TENSORFLOW = Framework("tensorflow", "adapters.tf_adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
-                       ("eager", "function", "xla", "keras", "with_argmax"),
-                       {"with_argmax": "image_channels_last"}, keras_on("tensorflow"))
-JAX = Framework("jax", "adapters.jax_adapter", "jax", ("jax",), ("eager", "jit", "flax", "keras"),
-                workers=keras_on("jax"))
+# poolgrad's own frameworks, registered in pyproject.toml like any plugin's. A framework's home
+# is its package: ``adapters.<name>`` plans calls and lists variants, ``.adapter`` runs them.
+TORCH = Framework("torch", "adapters.torch.adapter", "torch", ("torch",), (*torch_plan.VARIANTS, "keras"),
+                  {"return_indices": "plane"}, keras_on("torch"), "adapters.torch")
+TENSORFLOW = Framework("tensorflow", "adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
+                       (*tensorflow_plan.VARIANTS, "keras"), {"with_argmax": "image_channels_last"},
+                       keras_on("tensorflow"), "adapters.tensorflow")
+JAX = Framework("jax", "adapters.jax.adapter", "jax", ("jax",), (*jax_plan.VARIANTS, "keras"),
+                workers=keras_on("jax"), planner="adapters.jax")
 
 
 def discover(entry_points=None) -> dict[str, Framework]:
@@ -125,6 +129,21 @@ def installed_version(name: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def plan(target: Target, spec, shape):
+    """The call ``target`` makes of ``spec`` for an input of ``shape`` (N, C, *spatial), or
+    Unsupported with the reason, from the framework's planner, which imports no framework: the
+    worker runs this call, collection leaves out the targets that have none, and the reproducer
+    writes it. None where nothing is planned ahead (users' kernels answer when called)."""
+    planner = get(target.framework).worker(target.variant).planner
+    return importlib.import_module(planner).plan(spec, target.variant, shape) if planner else None
+
+
+def unsupported(target: Target, spec, shape) -> str | None:
+    """The reason ``target`` has no call for ``spec`` on this input shape, or None."""
+    planned = plan(target, spec, shape)
+    return planned.reason if isinstance(planned, Unsupported) else None
 
 
 def all_targets() -> list[Target]:

@@ -10,7 +10,7 @@ jax = pytest.importorskip("jax")
 from jax import lax  # noqa: E402
 
 from adapters import base  # noqa: E402
-from adapters.jax_adapter import ADAPTER  # noqa: E402
+from adapters.jax.adapter import ADAPTER  # noqa: E402
 from reference import PoolSpec, backward, forward, output_shape  # noqa: E402
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
@@ -341,7 +341,7 @@ def test_flax_missing_is_not_installed(monkeypatch):
 
 
 
-def _zero_stride(spec, shape, dtype=None):
+def _zero_stride(*_):
     """A pooling call whose arguments JAX refuses while tracing (no spec makes one: every
     catalogue spec is a call JAX accepts)."""
     return lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1, 2), (1, 1, 0), "VALID")
@@ -349,7 +349,7 @@ def _zero_stride(spec, shape, dtype=None):
 
 @pytest.mark.parametrize("variant", ("eager", "jit", "flax"))
 def test_refused_arguments_are_unsupported_with_jaxs_message(monkeypatch, variant):
-    import adapters.jax_adapter as jax_adapter
+    import adapters.jax.adapter as jax_adapter
     monkeypatch.setattr(jax_adapter, "_pool_fn", _zero_stride)
     monkeypatch.setattr(jax_adapter, "_flax_pool_fn", _zero_stride)
     spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": [5]})  # a spec no other test jits

@@ -9,7 +9,7 @@ jax = pytest.importorskip("jax")
 from jax import lax  # noqa: E402
 
 from adapters.base import OK, UNSUPPORTED  # noqa: E402
-from adapters.jax_adapter import ADAPTER  # noqa: E402
+from adapters.jax.adapter import ADAPTER  # noqa: E402
 from mode_cases import G, SPEC, T, X  # noqa: E402
 from reference import PoolSpec  # noqa: E402
 

@@ -69,13 +69,15 @@ def test_keras_is_a_variant_of_each_backend_with_a_worker_of_its_own():
     for name in ("torch", "tensorflow", "jax"):
         fw = registry.FRAMEWORKS[name]
         assert "keras" in fw.variants and fw.worker("eager").name == name
-        assert fw.worker("keras") == registry.WorkerSpec(f"{name}-keras", "adapters.keras_adapter",
-                                                         {"KERAS_BACKEND": name}, "keras")
+        assert fw.worker("keras") == registry.WorkerSpec(f"{name}-keras", "adapters.keras.adapter",
+                                                         {"KERAS_BACKEND": name}, "keras", "adapters.keras")
 
 
 def test_reading_the_registry_and_selecting_targets_imports_no_framework():
-    code = ("import sys; from adapters import registry; from suite import options; registry.discover(); "
-            "options.user_targets(['numpy:mean']); "
+    code = ("import sys; from adapters import registry; from suite import options; from reference import PoolSpec; "
+            "registry.discover(); options.user_targets(['numpy:mean']); "
+            "[registry.plan(t, PoolSpec.from_dict(s), (1, 1, 4, 4)) for t in registry.all_targets() "
+            "for s in ({'op': 'max_pool', 'kernel_size': [2, 2]}, {'op': 'adaptive_avg_pool', 'output_size': [3, 3]})]; "
             "print(sorted({'torch', 'tensorflow', 'jax', 'keras'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr

@@ -11,7 +11,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
-from adapters.tf_adapter import ADAPTER  # noqa: E402
+from adapters.tensorflow.adapter import ADAPTER  # noqa: E402
 from reference import PoolSpec, backward, forward  # noqa: E402
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}

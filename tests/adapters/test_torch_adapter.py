@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
-from adapters.torch_adapter import ADAPTER  # noqa: E402
+from adapters.torch.adapter import ADAPTER  # noqa: E402
 from reference import PoolSpec, backward, forward  # noqa: E402
 
 DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),

@@ -1,5 +1,5 @@
-"""Keras adapter: Keras 3's pooling layers on each of its backends (the ``keras`` variant of
-torch, tensorflow and jax).
+"""Keras adapter: calls the layer ``plan`` (adapters/keras/__init__.py) makes of a spec, on
+each of Keras's backends (the ``keras`` variant of torch, tensorflow and jax).
 
 Keras fixes its backend when it is imported, from KERAS_BACKEND, so this module runs in one
 worker per backend, started with KERAS_BACKEND set (adapters/registry.py, ``keras_on``).
@@ -12,25 +12,21 @@ autodiff of the layer call, taken by the backend adapter's own mode functions (t
 jax.vjp, torch autograd), so a keras result differs from the backend's other variants only by
 what Keras itself does.
 
-A spec Keras has no argument for (ceil_mode, dilation, Lp, explicit padding that is neither
-"same" nor "valid", ...) is unsupported with poolgrad's reason; arguments Keras takes and
-refuses are unsupported with Keras's own message (``_refused``).
+Arguments Keras takes and refuses are unsupported with Keras's own message (``_refused``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import os
 
 import numpy as np
 
-from reference.geometry import padding_name, resolve
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
+from . import Layer, plan
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule
-
-_BACKEND_ADAPTERS = {"tensorflow": "adapters.tf_adapter", "jax": "adapters.jax_adapter", "torch": "adapters.torch_adapter"}
+_BACKEND_ADAPTERS = {"tensorflow": "adapters.tensorflow.adapter", "jax": "adapters.jax.adapter", "torch": "adapters.torch.adapter"}
 BACKEND = os.environ.get("KERAS_BACKEND")
 if BACKEND not in _BACKEND_ADAPTERS:
     raise RuntimeError(f"KERAS_BACKEND={BACKEND!r}: the keras adapter runs in a worker started with KERAS_BACKEND "
@@ -42,60 +38,18 @@ _backend = importlib.import_module(_BACKEND_ADAPTERS[BACKEND])
 import keras  # noqa: E402
 
 _MODES = {"run": _backend._reverse, "jvp": _backend._jvp, "double_backward": _backend._double_backward}
-_LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
-                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
 
 
-class _Unsupported(Exception):
-    """The spec has no Keras layer arguments; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Layer:
-    """A Keras pooling layer's class and arguments (hashable: layers are cached by it)."""
-
-    name: str                      # e.g. "MaxPooling2D"
-    pool_size: tuple | None
-    strides: tuple | None
-    padding: str | None            # "valid" | "same"
-    output_size: tuple | None      # adaptive layers
-
-    def build(self, dtype: str):
-        cls = getattr(keras.layers, self.name)
-        if self.output_size is not None:
-            return cls(self.output_size, data_format="channels_last", dtype=dtype)
-        return cls(self.pool_size, strides=self.strides, padding=self.padding, data_format="channels_last", dtype=dtype)
-
-
-def plan(spec, shape) -> Layer:
-    """The Keras layer for a spec and input shape, or raise _Unsupported with the reason."""
-    geom = resolve(spec, shape)
-    name = f"{_LAYER_NAMES.get(spec.op, '')}{len(shape) - 2}D"
-    if spec.op not in _LAYER_NAMES:
-        raise _Unsupported(f"Keras has no {spec.op} layer")
-    if spec.is_adaptive:
-        return Layer(name, None, None, None, geom.out_shape)
-    if spec.ceil_mode:
-        raise _Unsupported("Keras pooling layers have no ceil_mode")
-    if any(d > 1 for d in geom.dilation):
-        raise _Unsupported("Keras pooling layers have no dilation")
-    if spec.op == "avg_pool" and spec.divisor_override is not None:
-        raise _Unsupported("Keras average pooling has no divisor_override")
-    padding = padding_name(geom)
-    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
-        raise _Unsupported("Keras average pooling always excludes padding from the divisor "
-                           "(count_include_pad=True needs zero padding)")
-    if not isinstance(padding, str):
-        # Keras does not check the argument: pairs fail inside the layer (an AttributeError
-        # on TensorFlow), which is no refusal of Keras's.
-        raise _Unsupported(f"padding {list(geom.pads)} is neither 'same' nor 'valid' for this input, "
-                           f"and Keras pooling layers take only 'valid'/'same'")
-    return Layer(name, geom.kernel_size, geom.stride, padding.lower(), None)
+def _build(layer: Layer, dtype: str):
+    cls = getattr(keras.layers, layer.name)
+    if layer.output_size is not None:
+        return cls(layer.output_size, data_format="channels_last", dtype=dtype)
+    return cls(layer.pool_size, strides=layer.strides, padding=layer.padding, data_format="channels_last", dtype=dtype)
 
 
 @functools.lru_cache(maxsize=None)
 def _layer(layer: Layer, dtype: str):
-    return layer.build(dtype)
+    return _build(layer, dtype)
 
 
 def _refused(layer: Layer, x: np.ndarray) -> bool:
@@ -104,7 +58,7 @@ def _refused(layer: Layer, x: np.ndarray) -> bool:
     shape and dtype (Keras's own shape inference, no data, no kernel) raises too."""
     shape = (x.shape[0], *x.shape[2:], x.shape[1])
     try:
-        layer.build(x.dtype.name)(keras.KerasTensor(shape, dtype=x.dtype.name))
+        _build(layer, x.dtype.name)(keras.KerasTensor(shape, dtype=x.dtype.name))
     except Exception:  # noqa: BLE001 - Keras refuses with ValueError, its backends with their own
         return True
     return False
@@ -154,10 +108,9 @@ class KerasAdapter(ModeMethods):
             raise ValueError(f"unknown keras variant {variant!r}; known: keras")
         if device not in self.devices():
             return Outcome(NO_DEVICE, message=f"no GPU visible to {BACKEND}")
-        try:
-            layer = plan(spec, x.shape)
-        except _Unsupported as e:
-            return Outcome(UNSUPPORTED, message=str(e))
+        layer = plan(spec, variant, x.shape)
+        if isinstance(layer, Unsupported):
+            return Outcome(UNSUPPORTED, message=layer.reason)
         rank = x.ndim - 2
         to_last, to_first = (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
         info = {"device": device, "layer": layer.name, "keras": keras.__version__}

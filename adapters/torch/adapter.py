@@ -1,19 +1,9 @@
-"""PyTorch adapter: every pooling API path of torch, run as the user would call it.
+"""PyTorch adapter: runs the call ``plan`` (adapters/torch/__init__.py) makes of a spec, as the
+user would call it, in a worker process.
 
-Variants:
-  eager           torch.nn.functional.<op><r>d
-  channels_last   the same call on channels_last / channels_last_3d tensors (2-D and 3-D only)
-  compile         torch.compile(<the eager call>, dynamic=False), inductor backend
-  module          the torch.nn module (nn.MaxPool2d, nn.LPPool3d, ...)
-  return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
-                  torch's int64 index: the flat position in each (n, c) plane's spatial dims
-
-Window geometry comes from :func:`reference.geometry.resolve`; a spec that torch has no
-argument for (asymmetric or SAME-asymmetric pads, dilation outside max_pool, ...) is
-UNSUPPORTED with the reason, never emulated. A spec whose arguments torch refuses (pad larger
-than half the kernel, ...) is UNSUPPORTED with torch's own message (:func:`_refusal`). A spec
-the reference itself rejects raises its SpecError: that is a bad case, not framework
-behaviour. Anything else torch raises is ERROR.
+A spec whose arguments torch refuses (pad larger than half the kernel, ...) is UNSUPPORTED with
+torch's own message (:func:`_refusal`). A spec the reference itself rejects raises its
+SpecError: that is a bad case, not framework behaviour. Anything else torch raises is ERROR.
 """
 
 from __future__ import annotations
@@ -28,60 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters as dynamo_counters
 
-from reference.geometry import resolve
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
+from . import MODULE_NAMES, VARIANTS, plan
 
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule
-
-VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
-_MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
-                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
 _CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
 
 # The GPU path must not take precision shortcuts the reference does not model.
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-
-
-def _sliding_arguments(spec, geom, rank: int) -> dict | str:
-    """Keyword arguments of the torch call for a sliding-window op, or why none exist."""
-    pads = geom.pads
-    if any(before != after for before, after in pads):
-        origin = " (SAME resolves to them)" if spec.padding == "SAME" else ""
-        return f"asymmetric padding {list(pads)}{origin}: torch pools take one symmetric pad per dim"
-    padding = tuple(before for before, _ in pads)
-    if spec.op != "max_pool" and any(d != 1 for d in geom.dilation):
-        return f"dilation {geom.dilation}: torch {spec.op} has no dilation"
-    kw: dict[str, Any] = {"kernel_size": geom.kernel_size, "stride": geom.stride, "ceil_mode": spec.ceil_mode}
-    if spec.op == "max_pool":
-        kw.update(padding=padding, dilation=geom.dilation)
-    elif spec.op == "avg_pool":
-        kw.update(padding=padding, count_include_pad=spec.count_include_pad)
-        if spec.divisor_override is not None:
-            if rank == 1:
-                return "divisor_override: torch avg_pool1d has none"
-            kw["divisor_override"] = spec.divisor_override
-    else:
-        if any(padding):
-            return f"padding {padding}: torch lp_pool has no padding"
-        kw["norm_type"] = spec.norm_type
-    return kw
-
-
-def torch_arguments(spec, geom, variant: str, rank: int) -> dict | str:
-    """The keyword arguments (shared by the functional and nn.Module forms), or a reason the
-    spec is not expressible in this variant."""
-    if variant == "channels_last" and rank not in _CHANNELS_LAST:
-        return "channels_last: torch has no channels-last memory format for 1-D inputs"
-    if variant == "return_indices" and not spec.is_max:
-        return f"return_indices: torch {spec.op} returns no indices"
-    kw = {"output_size": geom.out_shape} if spec.is_adaptive else _sliding_arguments(spec, geom, rank)
-    if isinstance(kw, str):
-        return kw
-    if rank == 1:  # the 1-D calls take plain ints (lp_pool1d multiplies by kernel_size)
-        kw = {k: v[0] if isinstance(v, tuple) else v for k, v in kw.items()}
-    if variant == "return_indices":
-        kw["return_indices"] = True
-    return kw
 
 
 def _functional(op: str, rank: int, kw: dict):
@@ -93,7 +37,7 @@ def _functional(op: str, rank: int, kw: dict):
 
 
 def _module(op: str, rank: int, kw: dict):
-    return getattr(torch.nn, f"{_MODULE_NAMES[op]}{rank}d")(**kw)
+    return getattr(torch.nn, f"{MODULE_NAMES[op]}{rank}d")(**kw)
 
 
 def _fresh_code(fn):
@@ -178,10 +122,9 @@ class TorchAdapter(ModeMethods):
         if device == "gpu" and not torch.cuda.is_available():
             return Outcome(NO_DEVICE, message="no CUDA device present")
         rank = x.ndim - 2
-        geom = resolve(spec, x.shape)
-        kw = torch_arguments(spec, geom, variant, rank)
-        if isinstance(kw, str):
-            return Outcome(UNSUPPORTED, message=kw)
+        kw = plan(spec, variant, x.shape)
+        if isinstance(kw, Unsupported):
+            return Outcome(UNSUPPORTED, message=kw.reason)
         dev = "cuda" if device == "gpu" else "cpu"
         try:
             return self._execute(self._callable(spec.op, rank, kw, variant, x, dev, mode), variant, rank,

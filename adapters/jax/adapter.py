@@ -25,7 +25,8 @@ from jax import lax
 
 from reference.geometry import resolve
 
-from .base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, unsupported_rule
+from ..base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, Unsupported, unsupported_rule
+from . import VARIANTS, Window, plan
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -35,36 +36,10 @@ jax.config.update("jax_default_matmul_precision", "highest")
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu"}
 
 
-class _Unsupported(Exception):
-    """The spec is not expressible with lax.reduce_window; the message says why."""
-
-
-def _reduce_window_args(spec, geom, spatial):
-    """(kernel, stride, dilation, pads) for reduce_window over the spatial axes.
-
-    The right pad is the one that makes reduce_window's floor rule produce exactly geometry's
-    windows: in floor mode it is the spec's pad less any trailing padding no window reads; with
-    ceil_mode it adds the extra padding holding the partial last window. This is reduce_window's
-    own padding argument (not the input padded beforehand), and its padded elements take the
-    init value: -inf for max, 0 for add.
-    """
-    if spec.is_adaptive:
-        if any(length % out for length, out in zip(spatial, geom.out_shape)):
-            raise _Unsupported("jax has no adaptive pooling; non-uniform bins not expressible in reduce_window")
-        kernel = tuple(length // out for length, out in zip(spatial, geom.out_shape))
-        return kernel, kernel, (1,) * len(kernel), ((0, 0),) * len(kernel)
-    pads = []
-    for length, out, k, s, d, (before, _) in zip(spatial, geom.out_shape, geom.kernel_size,
-                                                 geom.stride, geom.dilation, geom.pads):
-        right = (out - 1) * s + d * (k - 1) + 1 - length - before
-        pads.append((before, max(right, 0)))
-    return geom.kernel_size, geom.stride, geom.dilation, tuple(pads)
-
-
-def _pool_fn(spec, shape, dtype):
+def _pool_fn(spec, window_args: Window, shape, dtype):
     """The pooling function x -> y for one spec and input shape, as a JAX user would write it."""
     geom = resolve(spec, shape)
-    kernel, stride, dilation, pads = _reduce_window_args(spec, geom, shape[2:])
+    kernel, stride, dilation, pads = window_args.kernel, window_args.stride, window_args.dilation, window_args.pads
 
     def window(x, init, op, window_pads=pads):
         return lax.reduce_window(x, np.asarray(init, x.dtype), op, (1, 1, *kernel), (1, 1, *stride),
@@ -98,33 +73,28 @@ def _pool_fn(spec, shape, dtype):
     return lambda x: window(x, 0, lax.add) / divisor.astype(x.dtype)
 
 
-def _flax_pool_fn(spec, shape):
+def _flax_pool_fn(spec, window_args: Window):
     """The pooling function x -> y through flax.linen, as a flax user calls it: channels-last,
     ``window_shape``, ``strides`` and ``padding`` as the string the spec names or (low, high)
     pairs. Flax computes divisors and output shapes itself (it resolves SAME on its own)."""
     from flax import linen  # optional: absent, the variant is not installed
-    geom = resolve(spec, shape)
-    if spec.op == "lp_pool":
-        raise _Unsupported("flax.linen has no Lp pooling")
-    if spec.is_adaptive:  # uniform bins are the window = stride = L / out call
-        window, strides, _, padding = _reduce_window_args(spec, geom, shape[2:])
-    else:
-        if spec.ceil_mode:
-            raise _Unsupported("flax.linen pooling has no ceil_mode")
-        if any(d > 1 for d in geom.dilation):
-            raise _Unsupported("flax.linen pooling has no dilation (flax.linen.pool passes none to reduce_window)")
-        if spec.divisor_override is not None:
-            raise _Unsupported("flax.linen.avg_pool has no divisor_override")
-        window, strides = geom.kernel_size, geom.stride
-        padding = spec.padding if isinstance(spec.padding, str) else geom.pads
     if spec.is_max:
         pool = linen.max_pool
     else:
         pool = functools.partial(linen.avg_pool, count_include_pad=spec.count_include_pad)
 
     def channels_last(x):
-        return jnp.moveaxis(pool(jnp.moveaxis(x, 1, -1), window, strides=strides, padding=padding), -1, 1)
+        return jnp.moveaxis(pool(jnp.moveaxis(x, 1, -1), window_args.kernel, strides=window_args.stride,
+                                 padding=window_args.pads), -1, 1)
     return channels_last
+
+
+def _pool(spec, variant, shape, dtype):
+    """The variant's pooling function for the planned call, or Unsupported."""
+    window_args = plan(spec, variant, shape)
+    if isinstance(window_args, Unsupported):
+        return window_args
+    return _flax_pool_fn(spec, window_args) if variant == "flax" else _pool_fn(spec, window_args, shape, dtype)
 
 
 def _forward_and_vjp(pool, x, g):
@@ -162,7 +132,7 @@ def _refused(spec, variant, x) -> bool:
     a forward that also fails under jax.eval_shape (shape and dtype, no data, no
     differentiation, no compilation) was refused. One that fails only in the VJP (JAX has no
     VJP for dilated max windows) or in XLA is an error."""
-    pool = _flax_pool_fn(spec, x.shape) if variant == "flax" else _pool_fn(spec, x.shape, x.dtype)
+    pool = _pool(spec, variant, x.shape, x.dtype)
     try:
         jax.eval_shape(pool, jax.ShapeDtypeStruct(x.shape, x.dtype))
     except Exception:  # JAX refuses with TypeError or ValueError, flax with AssertionError
@@ -172,7 +142,7 @@ def _refused(spec, variant, x) -> bool:
 
 class JaxAdapter(ModeMethods, Adapter):
     framework = "jax"
-    variants = ("eager", "jit", "flax")
+    variants = VARIANTS
 
     def __init__(self):
         self.traces = 0  # running count of jit traces, across all specs
@@ -205,7 +175,7 @@ class JaxAdapter(ModeMethods, Adapter):
 
     @functools.lru_cache(maxsize=None)
     def _jitted(self, spec, shape, dtype, variant, mode):
-        pool = _flax_pool_fn(spec, shape) if variant == "flax" else _pool_fn(spec, shape, dtype)
+        pool = _pool(spec, variant, shape, dtype)
 
         def traced(*arrays):
             result = mode(pool, *arrays)
@@ -226,13 +196,14 @@ class JaxAdapter(ModeMethods, Adapter):
             return self._run(mode, spec, variant, dev, x, grad_output, *extra)
 
     def _run(self, mode, spec, variant, dev, x, grad_output, *extra) -> Outcome:
+        planned = plan(spec, variant, x.shape)
+        if isinstance(planned, Unsupported):
+            return Outcome(status=UNSUPPORTED, message=planned.reason)
         try:
             if variant == "eager":
-                fn = functools.partial(mode, _pool_fn(spec, x.shape, x.dtype))
+                fn = functools.partial(mode, _pool(spec, variant, x.shape, x.dtype))
             else:
                 fn = self._jitted(spec, x.shape, x.dtype, variant, mode)
-        except _Unsupported as e:
-            return Outcome(status=UNSUPPORTED, message=str(e))
         except ImportError as e:
             return Outcome(status=NOT_INSTALLED, message=f"{variant} is not installed ({e})")
         info = {"device": dev.device_kind}

@@ -1,16 +1,13 @@
-"""TensorFlow adapter: tf.nn pooling (eager, tf.function, XLA) and max_pool_with_argmax (the Keras
-layers on TensorFlow are the keras adapter's, adapters/keras_adapter.py).
+"""TensorFlow adapter: runs the call ``plan`` (adapters/tensorflow/__init__.py) makes of a spec
+in a worker process: tf.nn pooling (eager, tf.function, XLA) and max_pool_with_argmax (the
+Keras layers on TensorFlow are the keras adapter's, adapters/keras).
 
 Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement only NHWC), so
 x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
 ``tape.gradient(y, x, output_gradients=grad_output)``, i.e. d/dx sum(y * grad_output).
 
-Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
-exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
-emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
-unsupported with poolgrad's reason; arguments TF has and refuses (pairs where tf.nn takes only
-a string, tf.nn.pool's dilation with strides, XLA's explicit padding) are unsupported with
-TF's own message (_refused).
+Arguments TF has and refuses (pairs where tf.nn takes only a string, tf.nn.pool's dilation
+with strides, XLA's explicit padding) are unsupported with TF's own message (_refused).
 """
 
 from __future__ import annotations
@@ -19,16 +16,14 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import dataclasses  # noqa: E402
 import functools  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from reference.geometry import padding_name, resolve  # noqa: E402
-
-from .base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, unsupported_rule  # noqa: E402
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
+from . import VARIANTS, Call, plan  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -36,59 +31,11 @@ tf.get_logger().setLevel("ERROR")
 # The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
 tf.config.experimental.enable_tensor_float_32_execution(False)
 
-VARIANTS = ("eager", "function", "xla", "with_argmax")
 _ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
                  "TF_ENABLE_ONEDNN_OPTS")
 
 
-class _Unsupported(Exception):
-    """The spec cannot be expressed in this API path; the message says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Call:
-    """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
-
-    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "argmax"
-    op: str                  # spec.op
-    rank: int
-    kernel: tuple | None
-    stride: tuple | None
-    dilation: tuple | None
-    padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
-
-
-def _plan(spec, variant: str, shape) -> _Call:
-    """Map a spec onto the variant's TF API, or raise _Unsupported with the reason."""
-    geom = resolve(spec, shape)
-    rank = len(shape) - 2
-    if spec.op == "lp_pool":
-        raise _Unsupported("TensorFlow has no Lp pooling op")
-    if spec.is_adaptive:
-        raise _Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do (the keras variant)")
-    if spec.ceil_mode:
-        raise _Unsupported("TensorFlow pooling has no ceil_mode")
-    if spec.op == "avg_pool" and spec.divisor_override is not None:
-        raise _Unsupported("TensorFlow avg pooling has no divisor_override")
-    padding = padding_name(geom)
-    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
-        raise _Unsupported("TensorFlow avg pooling always excludes padding from the divisor "
-                           "(count_include_pad=True needs zero padding)")
-    dilated = any(d > 1 for d in geom.dilation)
-    if variant == "with_argmax":
-        if spec.op != "max_pool" or rank != 2:
-            raise _Unsupported("tf.nn.max_pool_with_argmax is 2-D max pooling only")
-        if dilated:
-            raise _Unsupported("tf.nn.max_pool_with_argmax has no dilation")
-        api = "argmax"
-    else:
-        # tf.nn.pool is the one tf.nn path with dilation. Padding pairs go to every tf.nn call
-        # as they are: tf.nn refuses what it cannot take itself (see _refusal).
-        api = "pool" if dilated else "nn"
-    return _Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)
-
-
-def _pool_fn(call: _Call):
+def _pool_fn(call: Call):
     """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
     def tf_pad(pads):
         return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
@@ -150,7 +97,7 @@ _MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 _REFUSALS = (ValueError, TypeError, tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
 
 
-def _refused(call: _Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
+def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
     """Whether TensorFlow refused the call's arguments, as opposed to failing on a call it
     accepts: the forward alone, on zeros of the input's shape and dtype (no data of the case's,
     no gradient), raises one of _REFUSALS. It runs eagerly (a graph reports a missing kernel
@@ -225,10 +172,9 @@ class TensorFlowAdapter(ModeMethods):
             raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
             return Outcome(NO_DEVICE, message="no GPU visible to TensorFlow")
-        try:
-            call = _plan(spec, variant, x.shape)
-        except _Unsupported as e:
-            return Outcome(UNSUPPORTED, message=str(e))
+        call = plan(spec, variant, x.shape)
+        if isinstance(call, Unsupported):
+            return Outcome(UNSUPPORTED, message=call.reason)
         rank = x.ndim - 2
         to_last = (0, *range(2, rank + 2), 1)
         to_first = (0, rank + 1, *range(1, rank + 1))
