@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc):
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
         params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
-                  for c in state.cases() for t in state.targets]
+                  for c in state.cases() for t in state.targets if state.runs(c, t)]
         metafunc.parametrize(["case", "target"], params)
     elif "fuzz_target" in names:
         n = metafunc.config.getoption("fuzz")

@@ -18,8 +18,14 @@ import numpy as np
 
 from cases.json_values import SPECIAL
 
-from .schema import AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, OPTIONAL, RecordError, validate
+from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, RecordError,
+                     target_fields, validate)
 
+
+
+# Below this magnitude an integral float64 is written as a JSON integer ("3", not "3.0"): it
+# reads back as the same float, and most values in pooling cases are integral.
+_EXACT_INT = 2.0 ** 53
 
 
 def encode_array(a) -> list:
@@ -29,6 +35,9 @@ def encode_array(a) -> list:
         return a.tolist()
     f = a.astype(np.float64)
     out = f.astype(object)
+    with np.errstate(invalid="ignore"):
+        integral = (np.abs(f) < _EXACT_INT) & (f == np.trunc(f))
+    out[integral] = f[integral].astype(np.int64).astype(object)
     out[np.isnan(f)] = "nan"
     out[f == np.inf] = "inf"
     out[f == -np.inf] = "-inf"
@@ -88,23 +97,57 @@ class ResultsWriter:
     """Writes a results file whose size follows cases, not targets x arrays: the first result
     of a case is preceded by a ``case`` record (CASE_FIELDS: the spec and the case's arrays),
     and every result record refers to it by case_id and carries only what the target produced:
-    its arrays where they differ from the reference (AGAINST_EXPECTED), and no null fields."""
+    its arrays where they differ from the reference (AGAINST_EXPECTED), findings by id (each
+    written once as a ``finding`` record), no field its target or case already says, no null
+    fields and no empty lists."""
 
     def __init__(self, fh):
         self.fh = fh
         self._cases: dict[str, dict] = {}
+        self._findings: set[str] = set()
+        self._previous: dict[tuple, dict] = {}
+
+    def case(self, rec: dict) -> dict:
+        """The case record of ``rec``'s case (its CASE_FIELDS, and CASE_DEFAULTS from the
+        first result), written the first time the case is met."""
+        case = self._cases.get(rec["case_id"])
+        if case is None:
+            case = {"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS + CASE_DEFAULTS}}
+            self._cases[rec["case_id"]] = case
+            write_record(self.fh, {k: v for k, v in case.items() if not (k in CASE_DEFAULTS and v is None)})
+        return case
 
     def write(self, rec: dict) -> None:
         if rec["record"] == "result" and rec.get("input") is not None:
-            case = self._cases.get(rec["case_id"])
-            if case is None:
-                case = {"record": "case", "case_id": rec["case_id"],
-                        **{f: rec.get(f) for f in CASE_FIELDS + CASE_DEFAULTS}}
-                self._cases[rec["case_id"]] = case
-                write_record(self.fh, {k: v for k, v in case.items() if not (k in CASE_DEFAULTS and v is None)})
+            case = self.case(rec)
+            # A case default the result lacks is written as null: absent reads as the case's.
             rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
-                k in CASE_DEFAULTS and v is not None and v == case.get(k))}, case)
-        write_record(self.fh, {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None)})
+                k in CASE_DEFAULTS and v == case.get(k))}, case)
+            rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
+        if rec["record"] == "result":
+            rec = self._compact(rec)
+        rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
+        write_record(self.fh, self._delta(rec) if rec["record"] == "result" else rec)
+
+    def _delta(self, rec: dict) -> dict:
+        """The record as it differs from the last result of the same case, verdict and mode
+        (most of a conforming result is what the case's other conforming results say)."""
+        key = _delta_key(rec)
+        previous, self._previous[key] = self._previous.get(key), rec
+        if previous is None:
+            return rec
+        out = {k: v for k, v in rec.items() if k in _IDENTITY or previous.get(k, _ABSENT) != v}
+        unset = sorted(k for k in previous if k not in rec)
+        return {**out, DELTA: 1, **({UNSET: unset} if unset else {})}
+
+    def _compact(self, rec: dict) -> dict:
+        for f in rec.get("findings") or ():
+            if f["id"] not in self._findings:
+                self._findings.add(f["id"])
+                write_record(self.fh, {"record": "finding", **f})
+        derived = target_fields(rec["target"])
+        return {k: [f["id"] for f in v] if k == "findings" and v else v for k, v in rec.items()
+                if not (k in EMPTY_AS_ABSENT and v == [] or k in FROM_TARGET and v == derived[k])}
 
 
 def _against_expected(rec: dict, case: dict) -> dict:
@@ -132,9 +175,9 @@ def _restore(rec: dict, case: dict) -> dict:
     """A result with its case's fields and its arrays whole again."""
     # A case record holds what its writer moved there (older writers: the arrays only).
     out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
-    for f in CASE_DEFAULTS:  # left out (read as null) where it was the case's
-        if out.get(f) is None and case.get(f) is not None:
-            out[f] = case[f]
+    for f in CASE_DEFAULTS:  # left out where it was the case's; written null where null
+        if f not in rec:
+            out[f] = case.get(f)
     for name in out.pop("as_expected", None) or ():
         out[name] = case[AGAINST_EXPECTED[name]]
     for name, ref in AGAINST_EXPECTED.items():
@@ -148,14 +191,41 @@ def _restore(rec: dict, case: dict) -> dict:
     return out
 
 
+# A result written as a delta (``ResultsWriter._delta``) says so, and lists the fields the
+# previous result of its case, verdict and mode had and it has not.
+DELTA, UNSET = "delta", "unset"
+# What a result is a result of: written in every result.
+_IDENTITY = frozenset({"record", "case_id", "target", "verdict", "mode"})
+_ABSENT = object()
+
+
+def _delta_key(rec: dict) -> tuple:
+    return rec["case_id"], rec["verdict"], rec.get("mode") or "backward"
+
+
+def _undelta(rec: dict, previous: dict) -> dict:
+    """A result whole again from its delta and the previous result of its key (as written)."""
+    if rec.get("record") == "result" and isinstance(rec.get("case_id"), str) and isinstance(rec.get("verdict"), str):
+        if rec.pop(DELTA, None):
+            before = previous.get(_delta_key(rec))
+            if before is None:
+                raise RecordError(f"result of case {rec['case_id']!r} is a delta, but no result of its case, "
+                                  f"verdict and mode comes before it")
+            unset = rec.pop(UNSET, ())
+            rec = {**{k: v for k, v in before.items() if k not in unset}, **rec}
+        previous[_delta_key(rec)] = rec
+    return rec
+
+
 def iter_file(path) -> Iterable[dict]:
     """Validated records of one JSON-lines file; errors name the file and line."""
+    previous: dict[tuple, dict] = {}
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield validate(json.loads(line))
+                yield validate(_undelta(json.loads(line), previous))
             except json.JSONDecodeError as e:
                 raise RecordError(f"{path}:{lineno}: not a JSON object: {e.msg}") from None
             except RecordError as e:
@@ -172,25 +242,60 @@ def read_results(paths) -> tuple[list[dict], list[dict]]:
 
 def _joined(records: Iterable[dict]) -> Iterable[dict]:
     """Results whole again: their case's fields and arrays filled in from the file's case
-    records (within one file: case ids are a run's). Results written with their arrays inline
+    records (within one file: case ids are a run's), findings from its finding records, and one
+    result per case of an ``unsupported`` record. Results written with their arrays inline
     (before case records existed) pass through as they are."""
     cases: dict[str, dict] = {}
+    findings: dict[str, dict] = {}
     for rec in records:
         if rec["record"] == "case":
             cases[rec["case_id"]] = rec
-        elif rec["record"] == "result" and rec["case_id"] in cases and rec.get("input") is None:
-            yield _restore(rec, cases[rec["case_id"]])
-        elif rec["record"] == "result" and rec.get("spec") is None:
-            raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")
+        elif rec["record"] == "finding":
+            findings[rec["id"]] = {k: v for k, v in rec.items() if k != "record"}
+        elif rec["record"] == "unsupported":
+            yield from (_joined_result(r, cases, findings) for r in unsupported_results(rec))
+        elif rec["record"] == "result":
+            yield _joined_result(rec, cases, findings)
         else:
             yield rec
+
+
+def _joined_result(rec: dict, cases: dict, findings: dict) -> dict:
+    if rec["case_id"] in cases and rec.get("input") is None:
+        rec = _restore(rec, cases[rec["case_id"]])
+    elif rec.get("spec") is None:
+        raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")
+    if rec.get("findings"):
+        try:
+            rec["findings"] = [findings[f] if isinstance(f, str) else f for f in rec["findings"]]
+        except KeyError as e:
+            raise RecordError(f"result of case {rec['case_id']!r} names finding {e.args[0]!r}, which no "
+                              f"finding record before it describes") from None
+    for f in CASE_DEFAULTS:
+        rec.setdefault(f, None)
+    for f in EMPTY_AS_ABSENT:
+        if rec.get(f) is None:
+            rec[f] = []
+    return rec
+
+
+def unsupported_results(rec: dict) -> list[dict]:
+    """The result records an ``unsupported`` record stands for, one per case it names."""
+    return [validate({"record": "result", "run_id": rec["run_id"], "case_id": case_id, "target": rec["target"],
+                      **target_fields(rec["target"]), "framework_version": rec.get("framework_version") or "",
+                      "verdict": "unsupported", "outcome": "skipped", "policy": None,
+                      "call_shape": None, "call_properties": None,  # no call was made
+                      "message": f"unsupported: {rec['reason']}", "framework_message": rec["reason"]})
+            for case_id in rec["case_ids"]]
 
 
 def split(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
     envs, results = [], []
     for rec in records:
-        if rec["record"] != "case":
-            (envs if rec["record"] == "environment" else results).append(rec)
+        if rec["record"] == "environment":
+            envs.append(rec)
+        elif rec["record"] == "result":
+            results.append(rec)
     return envs, results
 
 
@@ -202,6 +307,6 @@ def load(source) -> tuple[list[dict], list[dict]]:
     if items and all(isinstance(s, (str, os.PathLike)) for s in items):
         return read_results([Path(s) for s in items])
     try:
-        return split(validate(r) for r in items)
+        return split(_joined(validate(r) for r in items))
     except RecordError as e:
         raise RecordError(f"in-memory record: {e}") from None

@@ -28,7 +28,11 @@ AGAINST_EXPECTED = {"forward": "expected_forward", "grad_input": "expected_grad_
 # Result fields that are the same for most targets of a case (the call's other cases are the
 # group's, whatever the target): the case record holds the first result's value, and a result
 # leaves the field out where it equals it.
-CASE_DEFAULTS = ("call_properties",)
+CASE_DEFAULTS = ("call_properties", "call_shape", "run_id")
+# Result fields a writer leaves out where they are derived: framework, variant and device from
+# the target (framework-variant-device), empty lists as nothing to list.
+FROM_TARGET = ("framework", "variant", "device")
+EMPTY_AS_ABSENT = ("findings", "contradicts", "differing_cells")
 ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
                 "expected_grad_input", "indices",
                 # AD modes: the mode's derivative (jvp's tangent output, double backward's by
@@ -42,7 +46,7 @@ _METRIC = (int, float, str, _NONE)
 ENVIRONMENT_FIELDS = {
     "record": _STR, "schema": _STR, "run_id": _STR, "shard": (_STR, _NONE),
     "suite_version": _STR, "suite_commit": (_STR, _NONE), "date": _STR, "python": _STR,
-    "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": _LIST, "onednn_max_cpu_isa": (_STR, _NONE),
+    "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": (_LIST, _NONE), "onednn_max_cpu_isa": (_STR, _NONE),
     "frameworks": _DICT, "env_switches": _DICT,
 }
 RESULT_FIELDS = {
@@ -64,7 +68,14 @@ OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differin
                       "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "call_properties", "duration_s",
                       "call_shape", "mode", "as_expected", *(f"{name}_changes" for name in AGAINST_EXPECTED),
                       # written once per case, in its case record (read back into each result)
-                      "family", "op", "spec", "dtype", "shape"})
+                      "family", "op", "spec", "dtype", "shape", "run_id", *FROM_TARGET})
+# A finding's summary, written once per file before the first result it explains; results
+# name it by id.
+FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR}
+# (case, target) pairs the target has no call for (its framework's plan): one record per
+# target and reason, naming the cases; read back as one ``unsupported`` result per case.
+UNSUPPORTED_FIELDS = {"record": _STR, "run_id": _STR, "target": _STR, "framework_version": (_STR, _NONE),
+                      "reason": _STR, "case_ids": _LIST}
 
 
 class RecordError(ValueError):
@@ -113,9 +124,18 @@ def validate(rec) -> dict:
         _check_fields(rec, {"record": _STR, "case_id": _STR, **{f: RESULT_FIELDS[f] for f in CASE_FIELDS + CASE_DEFAULTS}},
                       frozenset(CASE_FIELDS + CASE_DEFAULTS))
         return rec
+    if kind == "finding":
+        _check_fields(rec, FINDING_FIELDS, frozenset())
+        return rec
+    if kind == "unsupported":
+        _check_fields(rec, UNSUPPORTED_FIELDS, frozenset({"framework_version"}))
+        return rec
     if kind != "result":
-        raise RecordError(f"field 'record' must be 'environment', 'case' or 'result', got {kind!r}")
+        raise RecordError(f"field 'record' must be 'environment', 'case', 'finding', 'unsupported' or 'result', "
+                          f"got {kind!r}")
     _check_fields(rec, RESULT_FIELDS, OPTIONAL)
+    if isinstance(rec.get("target"), str) and not any(f in rec for f in FROM_TARGET):
+        rec = {**target_fields(rec["target"]), **rec}
     if rec["verdict"] not in VERDICTS:
         raise RecordError(f"field 'verdict': unknown {rec['verdict']!r}; allowed: {', '.join(VERDICTS)}")
     if rec["outcome"] not in OUTCOMES:
@@ -123,7 +143,16 @@ def validate(rec) -> dict:
     target = f"{rec['framework']}-{rec['variant']}-{rec['device']}"
     if rec["target"] != target:
         raise RecordError(f"field 'target' must be framework-variant-device ({target!r}), got {rec['target']!r}")
-    return {**{name: None for name in OPTIONAL}, "mode": "backward", **rec}
+    # A case default left out is its case record's (reports.records puts it back), not null.
+    return {**{name: None for name in OPTIONAL if name not in CASE_DEFAULTS}, "mode": "backward", **rec}
+
+
+def target_fields(target: str) -> dict:
+    """framework, variant and device of a target id: a framework name has no '-', a device
+    none either; the variant is what lies between."""
+    framework, rest = target.split("-", 1) if "-" in target else (target, "")
+    variant, _, device = rest.rpartition("-")
+    return {"framework": framework, "variant": variant, "device": device}
 
 
 # The derivative a result checked: the reverse mode, or an AD mode (absent in older results).

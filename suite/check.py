@@ -148,15 +148,20 @@ def _arr(a, expected=None) -> list | None:
     return encode_array(a)
 
 
+def case_fields(case) -> dict:
+    """What a case is, the same for every target (reports.schema.CASE_FIELDS)."""
+    ref = case_for(case.spec, case.input, case.grad_output, case.id)
+    return {"case_id": case.id, "family": case.family, "op": op_name(case), "spec": case.spec.to_dict(),
+            "dtype": case.spec.dtype, "shape": list(case.input.shape), "input": _case_array(case.input),
+            "grad_output": _case_array(case.grad_output), "expected_forward": _case_array(ref.expected_forward),
+            "expected_grad_input": _case_array(ref.expected_grad_input)}
+
+
 def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
     vd = v.to_dict()
     return {
         "record": "result",
-        "case_id": case.id,
-        "family": case.family,
-        "op": op_name(case),
-        "spec": case.spec.to_dict(),
-        "dtype": case.spec.dtype,
+        **case_fields(case),
         "framework": target.framework,
         "framework_version": version,
         "variant": target.variant,
@@ -169,13 +174,8 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         "findings": [f.summary() for f in j.explained_by],
         "contradicts": [f.id for f in j.contradicted],
         "outcome": j.outcome,
-        "shape": list(case.input.shape),
-        "input": _case_array(case.input),
-        "grad_output": _case_array(case.grad_output),
         "forward": _arr(outcome.forward, v.expected_forward),
-        "expected_forward": _case_array(v.expected_forward),
         "grad_input": _arr(outcome.grad_input, v.expected_grad_input),
-        "expected_grad_input": _case_array(v.expected_grad_input),
         "indices": _arr(outcome.indices),
         "call_shape": outcome.info.get("call_shape"),
         "call_properties": call_properties,

@@ -24,7 +24,7 @@ class ConformancePlugin:
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
                 pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
-                for c, t in pairs])
+                for c, t in pairs if self.state.runs(c, t)])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):

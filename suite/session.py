@@ -61,6 +61,7 @@ class RunState:
         # only (a unit of work holds every target of a case); the controller fills them back.
         self._sent_cases: set[str] = set()
         self._case_fields: dict[str, dict] = {}
+        self._unsupported: dict[tuple, str | None] = {}
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
         if self.is_controller:
@@ -80,6 +81,45 @@ class RunState:
                 from cases import catalogue
                 self._cases = catalogue()
         return self._cases
+
+    # -- planning ------------------------------------------------------------------------
+    def unsupported(self, target, spec, shape) -> str | None:
+        """Why ``target`` has no call for ``spec`` on an input of ``shape`` (its framework's
+        plan, adapters.registry.plan), or None. A pair without a call is no test item: the
+        controller writes its result once per target and reason (``unsupported_records``)."""
+        key = (target, spec, tuple(shape[1:]))
+        if key not in self._unsupported:
+            self._unsupported[key] = registry.unsupported(target, spec, shape)
+        return self._unsupported[key]
+
+    def runs(self, case, target) -> bool:
+        return self.unsupported(target, case.spec, case.input.shape) is None
+
+    def unsupported_records(self) -> list[dict]:
+        """The ``unsupported`` records of this run's cases on its targets: one per target and
+        reason, naming the cases. The run's cases are those with a result, and, where no -k or
+        -m narrowed the run, those no target has a call for (with --shard, in shard 1)."""
+        from reference import PoolSpec
+        narrowed = self.config.option.keyword or self.config.option.markexpr
+        if not narrowed and (self.shard is None or self.shard[0] == 1):
+            from .check import case_fields
+            for case in self.cases():
+                if case.id not in self._case_fields and not any(self.runs(case, t) for t in self.targets):
+                    self._case_fields[case.id] = {f: v for f, v in case_fields(case).items() if f != "case_id"}
+                    if self._results_writer is not None:
+                        self._results_writer.case({"case_id": case.id, **self._case_fields[case.id]})
+        named: dict[tuple, list[str]] = {}
+        for case_id, fields in self._case_fields.items():
+            spec = PoolSpec.from_dict(fields["spec"])
+            for target in self.targets:
+                reason = self.unsupported(target, spec, fields["shape"])
+                if reason is not None:
+                    named.setdefault((target, reason), []).append(case_id)
+        return [{"record": "unsupported", "run_id": self.run_id, "target": target.id, "reason": reason,
+                 "framework_version": (self.frameworks_seen.get(target.framework, {}).get("version")
+                                       or registry.installed_version(target.framework)),
+                 "case_ids": case_ids}
+                for (target, reason), case_ids in sorted(named.items(), key=lambda kv: (kv[0][0].id, kv[0][1]))]
 
     # -- execution -----------------------------------------------------------------------
     @property
@@ -169,7 +209,11 @@ class RunState:
         if self._results_writer is not None:
             self._results_writer.write(rec)
         if self._memory_records is not None:
-            self._memory_records.append(rec)
+            if rec["record"] == "unsupported":
+                from reports.records import unsupported_results
+                self._memory_records.extend({**r, **self._case_fields[r["case_id"]]} for r in unsupported_results(rec))
+            else:
+                self._memory_records.append(rec)
 
     def environment_record(self) -> dict:
         frameworks = {}
@@ -191,6 +235,10 @@ class RunState:
 
     def finish(self) -> list[str]:
         """Close the results, write reports; returns lines for the terminal summary."""
+        for rec in self.unsupported_records():
+            key = ("skipped", "unsupported")
+            self.counts[key] = self.counts.get(key, 0) + len(rec["case_ids"])
+            self._emit(rec)
         env = self.environment_record()
         self._emit(env)
         lines = []
@@ -210,8 +258,8 @@ class RunState:
     def stale_findings(self) -> list[str]:
         """Findings this run could have seen (their target, release and machine were selected
         and the catalogue ran) that explained nothing."""
-        if self.config.getoption("case_file"):
-            return []  # a user's cases say nothing about what the catalogue covers
+        if self.config.getoption("case_file") or self.config.option.keyword or self.config.option.markexpr:
+            return []  # a user's cases, or a selection, say nothing about what the catalogue covers
         env = self.environment_record()
         selected = {f.id for t in self.targets
                     if t.framework in env["frameworks"] and t.device in env["frameworks"][t.framework]["devices"]

@@ -18,6 +18,7 @@ from adapters.base import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, Target
 from adapters.pool import WorkerPool
 from fake_frameworks import SPEC, Options, case
 from reference import backward, forward
+from reports.records import read_results
 from suite import options
 
 ROOT = Path(__file__).parents[2]
@@ -32,9 +33,8 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
          "-k", "max_pool1d and ties and not nan", "--results", str(results)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     checked: dict[str, list] = {}
-    for line in results.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("record") == "result" and rec["verdict"] != "unsupported":
+    for rec in read_results(results)[1]:
+        if rec["verdict"] != "unsupported":
             checked.setdefault(rec["target"], []).append(rec)
     first, mask = checked["user-my_pooling.argmax_first-cpu"], checked["user-my_pooling.all_maxima-cpu"]
     assert len(first) == len(mask) >= 20

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from reports import synthetic
 from reports.__main__ import main
+from reports.records import read_results
 from reports_recorded import TIE_ID, run_records, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,11 @@ def test_four_shards_merge_to_the_bytes_of_the_unsharded_run(tmp_path):
     # every case's arrays once, in a case record; the results refer to it
     cases = [r for r in lines if r["record"] == "case"]
     assert sorted(r["case_id"] for r in cases) == sorted({r["case_id"] for r in full if r["record"] == "result"})
-    assert len(lines) - len(cases) == len(full)
+    assert len([r for r in lines if r["record"] in ("result", "environment")]) == len(full)
+    # every finding's summary once, before the results that name it by id
+    named = [f for r in lines if r["record"] == "result" for f in r.get("findings") or ()]
+    described = [r["id"] for r in lines if r["record"] == "finding"]
+    assert named and all(isinstance(f, str) for f in named) and sorted(described) == sorted(set(named))
     assert all("input" not in r for r in lines if r["record"] == "result")
 
 
@@ -53,10 +58,9 @@ def test_versions_of_one_target_stay_apart_in_a_merge(tmp_path):
     new = run_records("new")
     main(["merge", str(write(tmp_path / "o.jsonl", old)), str(write(tmp_path / "n.jsonl", new)),
           "-o", str(tmp_path / "m.jsonl")])
-    lines = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
-    torch_versions = {r["framework_version"] for r in lines if r["record"] == "result" and r["framework"] == "torch"}
-    assert torch_versions == {"2.12.1+cpu", "2.13.0+cpu"}
-    assert sum(r["record"] == "environment" for r in lines) == 2
+    envs, results = read_results(tmp_path / "m.jsonl")
+    assert {r["framework_version"] for r in results if r["framework"] == "torch"} == {"2.12.1+cpu", "2.13.0+cpu"}
+    assert len(envs) == 2
 
 
 def test_diff_of_a_run_with_itself_is_empty_and_exits_0(tmp_path, capsys):

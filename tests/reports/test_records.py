@@ -86,6 +86,17 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
     assert [{k: r[k] for k in recs[0]} for r in results] == recs
 
 
+def _written(tmp_path, recs):
+    """The path of a results file ResultsWriter wrote ``recs`` to, and its lines."""
+    from reports.records import ResultsWriter
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as fh:
+        writer = ResultsWriter(fh)
+        for rec in recs:
+            writer.write(rec)
+    return path, [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
     from reports import synthetic
     from reports.records import ResultsWriter, read_results
@@ -93,14 +104,58 @@ def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
     recs = [{**synthetic.result("tie", "ties", spec, x, g, framework="torch", variant=v, run_id="r"),
              "call_properties": props}
             for v, props in (("eager", ["nan"]), ("module", ["nan"]), ("compile", []))]
-    path = tmp_path / "r.jsonl"
-    with open(path, "w") as fh:
-        writer = ResultsWriter(fh)
-        for rec in recs:
-            writer.write(rec)
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path, lines = _written(tmp_path, recs)
     assert lines[0]["call_properties"] == ["nan"]  # the case record
     assert "call_properties" not in lines[1] and "call_properties" not in lines[2]
     assert lines[3]["call_properties"] == []  # a call of its own (a case rerun alone) says so
     _, results = read_results(path)
     assert [r["call_properties"] for r in results] == [["nan"], ["nan"], []]
+
+
+def test_results_name_what_their_target_and_findings_records_already_say(tmp_path):
+    from reports import synthetic
+    from reports.records import ResultsWriter, read_results
+    spec, x, g = synthetic.tie_case()
+    finding = {"id": "torch-tie-last", "title": "ties go last", "link": "no upstream report"}
+    recs = [{**synthetic.result("tie", "ties", spec, x, g, framework="torch", variant=v, run_id="r", tie="last"),
+             "findings": [finding], "outcome": "expected", "call_shape": None if v == "module" else [1, 1, 3, 3]}
+            for v in ("eager", "return_indices", "module")]
+    path, lines = _written(tmp_path, recs)
+    assert [r["record"] for r in lines] == ["case", "finding", "result", "result", "result"]
+    assert lines[1] == {"record": "finding", **finding}
+    written = lines[2:]
+    assert written[0]["findings"] == ["torch-tie-last"]
+    assert not any(k in r for r in written for k in ("framework", "variant", "device", "run_id", "contradicts"))
+    assert "call_shape" not in written[0] and written[2]["call_shape"] is None  # null where not the case's
+    # the later results of the case and verdict write what differs from the one before
+    assert written[1] == {"record": "result", "case_id": "tie", "target": "torch-return_indices-cpu",
+                          "verdict": written[0]["verdict"], "delta": 1}
+    _, results = read_results(path)
+    assert [{k: r[k] for k in recs[0]} for r in results] == recs
+
+
+def test_an_unsupported_record_reads_as_one_result_per_case(tmp_path):
+    from reports import synthetic
+    from reports.records import ResultsWriter, read_results
+    spec, x, g = synthetic.tie_case()
+    ran = synthetic.result("tie", "ties", spec, x, g, framework="torch", variant="eager", run_id="r")
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as fh:
+        writer = ResultsWriter(fh)
+        writer.write(ran)
+        writer.write({"record": "unsupported", "run_id": "r", "target": "tensorflow-with_argmax-cpu",
+                      "framework_version": "2.21.0", "reason": "2-D max pooling only", "case_ids": ["tie"]})
+    _, results = read_results(path)
+    assert len(results) == 2
+    refused = results[1]
+    assert (refused["framework"], refused["variant"], refused["device"]) == ("tensorflow", "with_argmax", "cpu")
+    assert refused["verdict"] == "unsupported" and refused["outcome"] == "skipped"
+    assert refused["framework_message"] == "2-D max pooling only" and refused["call_shape"] is None
+    assert refused["input"] == ran["input"] and refused["spec"] == ran["spec"]
+
+
+def test_integral_floats_are_written_as_json_integers_and_read_back_exactly():
+    a = np.array([3.0, -2.0, 0.5, 2.0 ** 60, -0.0, 1e300], np.float64)
+    nested = json.loads(json.dumps(encode_array(a)))
+    assert [type(v) for v in nested[:2]] == [int, int] and nested[3:] == [float(2 ** 60), "-0.0", 1e300]
+    assert decode_array(nested, "float64").tobytes() == a.tobytes()

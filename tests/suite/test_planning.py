@@ -1,0 +1,49 @@
+"""A (case, target) pair its framework has no call for (the framework's plan says why) is no
+test item; the run writes its result once per target and reason, read back per case."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from reports.records import read_results
+
+ROOT = Path(__file__).parents[2]
+
+
+ROW = [0.5, 1, 2, 3, 4, 5, 6]
+CASES = {"format": "poolgrad-cases/1", "cases": [
+    {"id": f"bins-{bins}-of-7", "family": "random", "op": "adaptive_avg_pool1d", "output_size": bins, "input": [[ROW]]}
+    for bins in (7, 3, 2)]}
+
+
+def test_a_pair_without_a_call_is_no_test_item_and_its_result_is_still_written(tmp_path):
+    results, case_file = tmp_path / "r.jsonl", tmp_path / "bins.json"
+    case_file.write_text(json.dumps(CASES))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "tests/conformance/test_conformance.py",
+         "-q", "-rs", "--frameworks", "tensorflow,jax", "--variants", "eager", "--ad-modes", "none",
+         "--case-file", str(case_file), "--results", str(results)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    _, recs = read_results(results)
+    by_target: dict[str, list] = {}
+    for r in recs:
+        by_target.setdefault(r["target"], []).append(r)
+    tf, jax = by_target["tensorflow-eager-cpu"], by_target["jax-eager-cpu"]
+    cases = {r["case_id"] for r in recs}
+    # tf.nn has no adaptive pooling: every case is unsupported on it, with the plan's reason
+    assert {r["case_id"] for r in tf} == cases and len(tf) == len(cases)
+    assert all(r["verdict"] == "unsupported" and r["outcome"] == "skipped" and "no adaptive pooling" in r["message"]
+               and r["spec"]["op"] == "adaptive_avg_pool1d" and r["input"] is not None for r in tf)
+    # JAX pools uniform bins only: 7 bins of 7 ran; 3 and 2 bins of 7 did not
+    ran = [r for r in jax if r["verdict"] != "unsupported"]
+    assert [r["case_id"] for r in ran] == ["bins-7-of-7"] and ran[0]["verdict"] == "conforms"
+    assert cases == {"bins-7-of-7", "bins-3-of-7", "bins-2-of-7"}  # also those no target has a call for
+    assert all("non-uniform bins" in r["framework_message"] for r in jax if r["verdict"] == "unsupported")
+    assert len(jax) == len(cases) > len(ran)
+    # only the pairs that ran were test items: none was skipped as unsupported
+    skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skips and not any("unsupported" in line or "adaptive" in line for line in skips), run.stdout[-2000:]
