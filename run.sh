@@ -39,7 +39,7 @@ case "$mode" in
     conformance)
         setup
         set +e
-        "$venv/bin/python" -m pytest tests/conformance -n 2 \
+        "$venv/bin/python" -m pytest poolgrad/conformance -n 2 \
             --results "$out/results.jsonl" --report-html "$out/report.html" "$@"
         rc=$?
         set -e

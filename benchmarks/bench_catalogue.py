@@ -9,7 +9,7 @@ N times the cases per spec as a ratio.
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N] [--json out.json]
 
-Each run is ``pytest tests/conformance --results R`` in a subprocess (the suite exactly as a
+Each run is ``pytest poolgrad/conformance --results R`` in a subprocess (the suite exactly as a
 user runs it); a baseline runs in a temporary ``git worktree`` of REV with the same Python.
 Every (tree, mode) starts from an empty compiler cache directory ("cold": inductor's C++
 builds, XLA compilations), and "warm" reruns it with the cache the cold run filled (a rerun
@@ -40,7 +40,7 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
     # shared in /tmp), so cold means cold for them too.
     knows_cache = "compile-cache" in (tree / "suite" / "options.py").read_text()
     junit = results.with_suffix(".xml")
-    cmd = [sys.executable, "-m", "pytest", "tests/conformance", "-q", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "poolgrad/conformance", "-q", "-p", "no:cacheprovider",
            *MODES[mode], *selection, "--results", str(results), "--junitxml", str(junit),
            *(["--compile-cache", str(cache)] if knows_cache else [])]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor")}

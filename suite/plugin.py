@@ -1,5 +1,5 @@
 """Run-level hooks: records travel from test reports to the results file, and the report and
-summary are written at the end. Registered by conftest.py as an object holding the run."""
+summary are written at the end. Registered by poolgrad/plugin.py as an object holding the run."""
 
 from __future__ import annotations
 

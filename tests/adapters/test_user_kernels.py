@@ -28,7 +28,7 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
     results = tmp_path / "results.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "docs" / "examples"), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "tests/conformance", "-q",
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "poolgrad/conformance", "-q",
          "--target", "my_pooling:argmax_first", "--target", "my_pooling:all_maxima",
          "-k", "max_pool1d and ties and not nan", "--results", str(results)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -23,7 +23,7 @@ def test_a_pair_without_a_call_is_no_test_item_and_its_result_is_still_written(t
     results, case_file = tmp_path / "r.jsonl", tmp_path / "bins.json"
     case_file.write_text(json.dumps(CASES))
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "tests/conformance/test_conformance.py",
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "poolgrad/conformance/test_conformance.py",
          "-q", "-rs", "--frameworks", "tensorflow,jax", "--variants", "eager", "--ad-modes", "none",
          "--case-file", str(case_file), "--results", str(results)],
         cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -1,7 +1,8 @@
 """poolgrad's pytest plugin: options, target discovery, result collection, report at exit.
 
-Kept at the checkout root so that ``pytest`` there is the whole suite. The logic lives in
-``suite/``; these are only the hooks.
+Registered through the ``pytest11`` entry point, so every pytest run where poolgrad is
+installed (a checkout installed with ``pip install -e``, as run.sh does, included) has it.
+The logic lives in ``suite/``; these are only the hooks.
 """
 
 from __future__ import annotations
