@@ -11,10 +11,13 @@ import pytest
 
 from adapters import registry
 from suite import options, scheduling, sharding
+from suite.execution import Execution
 from suite.plugin import ConformancePlugin, XdistHooks
-from suite.session import RunState
+from suite.results import Results
+from suite.run import Run
 
-STATE = pytest.StashKey[RunState]()
+RUN = pytest.StashKey[Run]()
+EXECUTION = pytest.StashKey[Execution]()
 
 
 def pytest_addoption(parser):
@@ -31,18 +34,19 @@ def pytest_cmdline_main(config):
 
 
 def pytest_configure(config):
-    state = RunState(config)
-    config.stash[STATE] = state
-    config.pluginmanager.register(ConformancePlugin(state), "poolgrad-conformance")
+    run = Run(config)
+    config.stash[RUN], config.stash[EXECUTION] = run, Execution(run)
+    results = Results(run) if run.is_controller else None  # with xdist, the workers' records come here
+    config.pluginmanager.register(ConformancePlugin(run, config.stash[EXECUTION], results), "poolgrad-conformance")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(state), "poolgrad-xdist")
+        config.pluginmanager.register(XdistHooks(run), "poolgrad-xdist")
         # Work units arrive ordered by cost (suite/scheduling.py); xdist's own reordering
         # sorts them by test count, which says nothing about compile-bound units.
         config.option.loadscopereorder = False
 
 
 def pytest_generate_tests(metafunc):
-    state = metafunc.config.stash[STATE]
+    state = metafunc.config.stash[RUN]
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
         params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
@@ -57,7 +61,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    state = config.stash[STATE]
+    state = config.stash[RUN]
     if state.shard is not None:
         items[:] = sharding.select(items, *state.shard)
     items[:] = scheduling.order(items)
@@ -65,5 +69,6 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 @pytest.fixture(scope="session")
-def poolgrad(request):
-    return request.config.stash[STATE]
+def poolgrad(request) -> Execution:
+    """This process's execution of the run (``.run``: its options, targets and cases)."""
+    return request.config.stash[EXECUTION]

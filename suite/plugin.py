@@ -7,12 +7,15 @@ import json
 
 import pytest
 
-from .session import RECORD_KEY, RunState
+from .execution import RECORD_KEY, Execution
+from .results import Results
+from .run import Run
 
 
 class ConformancePlugin:
-    def __init__(self, state: RunState):
-        self.state = state
+    def __init__(self, run: Run, execution: Execution, results: Results | None):
+        """``results``: the controller's (None in an xdist worker)."""
+        self.run, self.execution, self.results = run, execution, results
         self.summary_lines: list[str] = []
 
     def pytest_generate_tests(self, metafunc):
@@ -20,19 +23,19 @@ class ConformancePlugin:
         if "mode_case" in metafunc.fixturenames and "mode_target" in metafunc.fixturenames:
             from . import scheduling
             from .ad_modes import selected
-            pairs = selected(self.state.cases(), self.state.targets, metafunc.config.getoption("ad_modes"),
+            pairs = selected(self.run.cases(), self.run.targets, metafunc.config.getoption("ad_modes"),
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
                 pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
-                for c, t in pairs if self.state.runs(c, t)])
+                for c, t in pairs if self.run.runs(c, t)])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # With xdist this runs in the controller, which receives the workers' reports.
-        if not (self.state.is_controller and report.user_properties):
+        if not (self.results and report.user_properties):
             return
         if report.when == "call":
-            self.state.collect(report)
+            self.results.collect(report)
         # The record (arrays and all) goes to the results file; what other reporters keep of it
         # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
         # nothing where the test's passing says it all (the target conforms).
@@ -40,13 +43,13 @@ class ConformancePlugin:
                                   if not (k == RECORD_KEY and _verdict_of(v) == "pass conforms")]
 
     def pytest_sessionfinish(self, session):
-        self.state.close()
-        if self.state.is_controller:
-            self.summary_lines = self.state.finish()
+        self.execution.close()
+        if self.results:
+            self.summary_lines = self.results.finish()
 
     def pytest_terminal_summary(self, terminalreporter):
-        state = self.state
-        if not state.is_controller or not state.counts:
+        state = self.results
+        if not state or not state.counts:
             return
         tr = terminalreporter
         tr.section("poolgrad conformance")
@@ -73,8 +76,8 @@ def _verdict_of(record_json: str) -> str:
 class XdistHooks:
     """Only registered when pytest-xdist is active (its hooks are unknown otherwise)."""
 
-    def __init__(self, state: RunState):
-        self.state = state
+    def __init__(self, run: Run):
+        self.run = run
 
     def pytest_configure_node(self, node):
-        node.workerinput["poolgrad_run_id"] = self.state.run_id
+        node.workerinput["poolgrad_run_id"] = self.run.run_id

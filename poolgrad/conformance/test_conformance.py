@@ -44,4 +44,4 @@ def test_gpu_present(poolgrad):
     """One visible line when no GPU is present: gpu targets are not run."""
     if not gpu_driver_present():
         pytest.skip("no GPU driver found on this machine; gpu targets are skipped (pass --devices gpu to force them)")
-    assert any(t.device == "gpu" for t in poolgrad.targets) or poolgrad.config.getoption("devices")
+    assert any(t.device == "gpu" for t in poolgrad.run.targets) or poolgrad.run.config.getoption("devices")

@@ -30,7 +30,7 @@ def test_fuzz(fuzz_target, poolgrad, request):
         case = make_case(f"fuzz-{spec.op}{spec.rank}d-{spec.dtype}-{digest:08x}", "fuzz", spec, values)
         outcomes = poolgrad.runner.pool.run_group(fuzz_target, spec, [case.input], [case.grad_output],
                                                   config.getoption("case_timeout"))
-        checked = check.check(case, fuzz_target, info.get("version") or "", outcomes, poolgrad.knowledge, 0.0,
+        checked = check.check(case, fuzz_target, info.get("version") or "", outcomes, poolgrad.run.knowledge, 0.0,
                               poolgrad.machine(fuzz_target.framework))
         if checked.outcome in ("fail", "behaviour_changed"):
             # Hypothesis replays the shrunk example last, so the file ends up holding it.
