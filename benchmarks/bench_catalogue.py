@@ -8,12 +8,16 @@ N times the cases per spec as a ratio.
 
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N] [--json out.json]
+    python benchmarks/bench_catalogue.py --caches warm --cache-dir ~/.cache/poolgrad --rounds 2 --baseline HEAD
 
 Each run is ``pytest poolgrad/conformance --results R`` in a subprocess (the suite exactly as a
 user runs it); a baseline runs in a temporary ``git worktree`` of REV with the same Python.
 Every (tree, mode) starts from an empty compiler cache directory ("cold": inductor's C++
 builds, XLA compilations), and "warm" reruns it with the cache the cold run filled (a rerun
-on the same machine). Records per second per target divide the target's records by the
+on the same machine). ``--caches warm --cache-dir DIR`` times only warm runs, every tree and
+mode on the one already warm cache DIR (the generated kernels do not depend on poolgrad's
+commit), and ``--rounds N`` repeats them with the trees alternating, keeping each run's
+fastest wall time (other load only adds time). Records per second per target divide the target's records by the
 summed ``duration_s`` of its checks (framework call share plus verdict), so they do not
 depend on how many processes ran. Peak RSS is the largest single process of any run.
 """
@@ -32,6 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from reports.records import read_results  # noqa: E402  (the checkout's reader reads every writer's results)
 MODES = {"seq": ["-p", "no:xdist"], "n2": ["-n", "2", "--dist", "loadgroup"]}
 
 
@@ -40,33 +46,32 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
     # shared in /tmp), so cold means cold for them too.
     knows_cache = "compile-cache" in (tree / "suite" / "options.py").read_text()
     junit = results.with_suffix(".xml")
-    cmd = [sys.executable, "-m", "pytest", "poolgrad/conformance", "-q", "-p", "no:cacheprovider",
+    # Commits from before the installable package kept the plugin in a root conftest.py, which
+    # the installed plugin (this Python's entry point) would register a second time.
+    suite = ["poolgrad/conformance"] if (tree / "poolgrad" / "conformance").is_dir() else [
+        "tests/conformance", "-p", "no:poolgrad"]
+    cmd = [sys.executable, "-m", "pytest", *suite, "-q", "-p", "no:cacheprovider",
            *MODES[mode], *selection, "--results", str(results), "--junitxml", str(junit),
            *(["--compile-cache", str(cache)] if knows_cache else [])]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor")}
-    start = time.perf_counter()
+    start, used = time.perf_counter(), _children_cpu_s()
     proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
+    cpu = _children_cpu_s() - used
     per_target: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
     calls: dict[str, set] = collections.defaultdict(set)
     outcomes: collections.Counter = collections.Counter()
-    specs = {}
-    for line in results.read_text().splitlines() if results.exists() else []:
-        rec = json.loads(line)
-        if rec.get("record") == "case" and "spec" in rec:
-            specs[rec["case_id"]] = (json.dumps(rec["spec"], sort_keys=True), tuple(rec["shape"][1:]))
-        if rec.get("record") == "result":
-            per_target[rec["target"]][0] += 1
-            per_target[rec["target"]][1] += rec.get("duration_s") or 0.0
-            outcomes[rec["outcome"]] += 1
-            if rec["outcome"] != "skipped":
-                spec = rec.get("spec")
-                calls[rec["target"]].add(specs.get(rec["case_id"]) if spec is None else
-                                         (json.dumps(spec, sort_keys=True), tuple(rec["shape"][1:])))
+    # Every writer's results, whole again (case records, deltas and all).
+    for rec in read_results(results)[1] if results.exists() else []:
+        per_target[rec["target"]][0] += 1
+        per_target[rec["target"]][1] += rec.get("duration_s") or 0.0
+        outcomes[rec["outcome"]] += 1
+        if rec["outcome"] != "skipped":
+            calls[rec["target"]].add((json.dumps(rec["spec"], sort_keys=True), tuple(rec["shape"][1:])))
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     records = sum(n for n, _ in per_target.values())
     fxgraphs = cache / "torchinductor" / "fxgraph"
-    return {"wall_s": round(wall, 1), "exit": proc.returncode, "pytest": summary, "records": records,
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit": proc.returncode, "pytest": summary, "records": records,
             "outcomes": dict(outcomes),
             "records_per_s": {t: round(n / s, 1) if s else None for t, (n, s) in sorted(per_target.items())},
             "calls_per_target": {t: len(c) for t, c in sorted(calls.items())},
@@ -76,9 +81,15 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
 
 
+def _children_cpu_s() -> float:
+    """User + system seconds of every finished child process tree (pytest, its xdist processes,
+    their framework workers): under other load, CPU time moves far less than wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def scaled_case_files(where: Path, scale: int) -> dict[str, Path]:
     """The catalogue as a case file, and N draws of each of its cases as another."""
-    sys.path.insert(0, str(ROOT))
     from cases.case_file import write_case_file
     from cases.catalogue import catalogue
     files = {}
@@ -105,8 +116,16 @@ def main(argv=None) -> int:
     p.add_argument("-k", dest="keyword", default=None)
     p.add_argument("--scale", type=int, default=0, metavar="N",
                    help="also run N draws of every case (as case files) against one draw: the cost of N x the cases per spec")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="one compiler cache for every run (with --caches warm: an already warm one)")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="with --caches warm: N rounds, trees alternating; each run keeps its fastest wall time")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if "cold" not in args.caches.split(",") and not args.cache_dir:
+        p.error("--caches warm needs --cache-dir DIR (a warm compiler cache), or cold before it to fill one")
+    if args.rounds > 1 and "cold" in args.caches.split(","):
+        p.error("--rounds N repeats warm runs only (a second cold run would be warm): use --caches warm --cache-dir DIR")
     selection = [f"--{name}={value}" for name, value in (("variants", args.variants),
                                                           ("frameworks", args.frameworks)) if value]
     selection += ["-k", args.keyword] if args.keyword else []
@@ -114,25 +133,33 @@ def main(argv=None) -> int:
     caches = args.caches.split(",")
     report: dict = {"selection": selection, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
+        def cache_dir(name: str) -> Path:
+            """The compiler cache of a (tree, mode): its own, empty before its cold run, or --cache-dir."""
+            return Path(args.cache_dir).expanduser() if args.cache_dir else Path(tmp) / f"cache-{name}"
         trees = {"current": ROOT}
         if args.baseline:
             trees["baseline"] = worktree(args.baseline, Path(tmp))
         try:
-            for label, tree in trees.items():
-                for mode in modes:
-                    for cache in caches:
-                        name = f"{label}/{mode}/{cache}"
-                        r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}-{cache}.jsonl",
-                                      Path(tmp) / f"cache-{label}-{mode}")
-                        report["runs"][name] = r
-                        print(f"{name}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
-                              f"({r['pytest']})", flush=True)
+            for _ in range(args.rounds):
+                for label, tree in trees.items():
+                    for mode in modes:
+                        for cache in caches:
+                            name = f"{label}/{mode}/{cache}"
+                            r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}-{cache}.jsonl",
+                                          cache_dir(f"{label}-{mode}"))
+                            if name in report["runs"]:
+                                for key in ("wall_s", "cpu_s"):
+                                    r[key] = min(r[key], report["runs"][name][key])
+                            report["runs"][name] = r
+                            print(f"{name}: {r['wall_s']} s wall, {r['cpu_s']} s CPU, {r['records']} records, "
+                                  f"exit {r['exit']} ({r['pytest']})", flush=True)
             if args.scale:
                 for label, path in scaled_case_files(Path(tmp), args.scale).items():
                     for cache in caches:
                         name = f"cases {label}/{modes[0]}/{cache}"
                         r = run_suite(ROOT, modes[0], [*selection, "--case-file", str(path)],
-                                      Path(tmp) / f"scaled-{label}-{cache}.jsonl", Path(tmp) / f"cache-scaled-{label}")
+                                      Path(tmp) / f"scaled-{label}-{cache}.jsonl",
+                                      cache_dir(f"scaled-{label}"))
                         report["runs"][name] = r
                         print(f"{name}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
                               f"({r['pytest']})", flush=True)
@@ -147,11 +174,13 @@ def main(argv=None) -> int:
         for cache in caches:
             if "seq" in modes and "n2" in modes:
                 ratios[f"{label} {cache}: n2 / seq"] = wall[f"{label}/n2/{cache}"] / wall[f"{label}/seq/{cache}"]
-        for mode in modes if "warm" in caches else ():
+        for mode in modes if {"cold", "warm"} <= set(caches) else ():
             ratios[f"{label} {mode}: warm / cold"] = wall[f"{label}/{mode}/warm"] / wall[f"{label}/{mode}/cold"]
     for mode in modes if args.baseline else ():
         for cache in caches:
             ratios[f"{mode} {cache}: current / baseline"] = wall[f"current/{mode}/{cache}"] / wall[f"baseline/{mode}/{cache}"]
+            ratios[f"{mode} {cache}: current / baseline, CPU time"] = (
+                runs[f"current/{mode}/{cache}"]["cpu_s"] / runs[f"baseline/{mode}/{cache}"]["cpu_s"])
     for cache in caches if args.scale else ():
         ratios[f"{args.scale}x cases per spec, {cache}: time / 1x"] = (
             wall[f"cases x{args.scale}/{modes[0]}/{cache}"] / wall[f"cases x1/{modes[0]}/{cache}"])

@@ -8,9 +8,8 @@ from . import accumulate as accumulation
 from . import avg_pool, lp_pool, max_pool, policies
 from .dtypes import dtype_from_name, dtype_name, round_to, work_dtype
 from .errors import SpecError
-from .geometry import resolve
 from .spec import PoolSpec
-from .taps import TapPlan
+from .taps import plan_for
 
 
 def _prepare(spec: PoolSpec, x):
@@ -23,8 +22,7 @@ def _prepare(spec: PoolSpec, x):
         raise SpecError("input", f"must be a floating array (float16, bfloat16, float32, float64), got {x.dtype}")
     if spec.dtype is not None and dtype_from_name(spec.dtype) != x.dtype:
         raise SpecError("dtype", f"spec says {spec.dtype} but the input array is {name}; cast the input or change dtype")
-    geom = resolve(spec, x.shape)
-    plan = TapPlan(geom)
+    plan = plan_for(spec, x.shape)
     wd = np.float64 if not spec.is_max else work_dtype(x.dtype)
     return plan, plan.pad(x.astype(wd, copy=False))
 

@@ -16,9 +16,9 @@ import ml_dtypes
 import numpy as np
 
 from .dtypes import work_dtype
-from .geometry import resolve, same_padding
+from .geometry import same_padding
 from .spec import PoolSpec
-from .taps import TapPlan
+from .taps import plan_for
 
 PROPERTIES = {
     "nan": "a window holds a NaN",
@@ -82,7 +82,8 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
     tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     if ((np.abs(xf) < tiny) & (xf != 0)).any():
         found.add("subnormal")
-    geom = resolve(spec, x.shape)
+    plan = plan_for(spec, x.shape)
+    geom = plan.geom
     if geom.pads is not None and any(p != (0, 0) for p in geom.pads) and geom.pads != tuple(
             same_padding(a.length, k, s, d) for a, k, s, d in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation)):
         found.add("explicit_padding")
@@ -103,7 +104,6 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("ceil_overhang")
     if x.size == 0:
         return frozenset(found)
-    plan = TapPlan(geom)
     xw = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
     out = plan.out_shape(xw)
     zeros = lambda: np.zeros(out, dtype=np.int64)  # noqa: E731

@@ -9,11 +9,12 @@ within a small factor of framework kernels (see benchmarks/).
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
-from .geometry import Geometry
+from .geometry import Geometry, check_input_shape, resolve
 
 
 def _as_index(idx: np.ndarray):
@@ -87,4 +88,34 @@ class TapPlan:
         taps = len(self.taps)
         windows = int(np.prod(self.geom.out_shape))
         per_window = (np.arange(windows, dtype=np.int64) * taps).reshape(self.geom.out_shape)
-        return table.reshape(-1), per_window
+        return _frozen(table.reshape(-1)), _frozen(per_window)
+
+
+def plan_for(spec, shape) -> TapPlan:
+    """The TapPlan of ``spec`` over an input of ``shape`` (N, C, *spatial), shared: the policy
+    search evaluates tens of policies per case, each over the same windows. Shared plans are
+    read-only (their arrays refuse writes). A spec that cannot be hashed gets a plan of its own."""
+    check_input_shape(shape, spec)  # a bad shape is refused naming the shape given
+    try:
+        return _shared_plan(spec, tuple(int(s) for s in shape[2:]))
+    except TypeError:
+        return TapPlan(resolve(spec, shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_plan(spec, spatial: tuple[int, ...]) -> TapPlan:
+    # The geometry depends on the spatial shape only, not on N and C.
+    plan = TapPlan(resolve(spec, (1, 1) + spatial))
+    for a in plan.geom.axes:
+        for arr in (a.positions, a.in_window, a.in_padded):
+            _frozen(arr)
+    for index, valid in plan.taps:
+        for part in (*index, valid):
+            if isinstance(part, np.ndarray):
+                _frozen(part)
+    return plan
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

@@ -55,8 +55,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
                     (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
                     (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
         if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's
-            return (identical(verdicts.Policy(**forward).jvp(case.spec, case.input, ad_modes.direction(case.spec, case.input)),
-                              ad_modes.derivative(mode, first))
+            return (identical(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), ad_modes.derivative(mode, first))
                     and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
         return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
@@ -88,7 +87,8 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
         record["mode"] = mode
         record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
-                      expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output)))
+                      expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output,
+                                                                 cache_key=case.id)))
     return Checked(j.outcome, message, record, j)
 
 

@@ -45,10 +45,32 @@ def derivative(mode: str, outcome):
     return getattr(outcome, _DERIVATIVE[mode])
 
 
-def expected(mode: str, spec, x, grad_output) -> np.ndarray:
-    """The reference's (canonical) value of that array."""
-    t = direction(spec, x)
-    return reference.jvp(spec, x, t) if mode == "jvp" else reference.double_backward(spec, x, grad_output, t)[0]
+def expected(mode: str, spec, x, grad_output, *, cache_key=None) -> np.ndarray:
+    """The reference's (canonical) value of that array (``cache_key`` as in classify_mode)."""
+    return _reference(mode, case_for(spec, x, grad_output, cache_key))[0]
+
+
+def _direction(case) -> np.ndarray:
+    return case.derived("direction", lambda: direction(case.spec, case.x))
+
+
+def _reference(mode: str, case) -> tuple:
+    """(the mode's derivative, the derivative by the input or None) under the canonical policy."""
+    def compute():
+        t = _direction(case)
+        if mode == "jvp":
+            return reference.jvp(case.spec, case.x, t), None
+        return reference.double_backward(case.spec, case.x, case.grad_output, t)
+    return case.derived(("reference", mode), compute)
+
+
+def policy_jvp(case, policy) -> np.ndarray:
+    """``policy``'s forward mode along the case's direction."""
+    return case.derived(("jvp", policy), lambda: policy.jvp(case.spec, case.x, _direction(case)))
+
+
+def _bits(a: np.ndarray) -> tuple:
+    return a.dtype.str, a.shape, a.tobytes()
 
 
 def dot(a, b) -> float:
@@ -61,12 +83,10 @@ def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None) -
     """The verdict on an outcome of adapter method ``mode`` for the case (spec, x, grad_output)."""
     if outcome.status != OK:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
-    t = direction(spec, x)
+    case = case_for(spec, x, grad_output, cache_key)
+    t = _direction(case)
     derivative = getattr(outcome, _DERIVATIVE[mode])
-    if mode == "jvp":
-        want, want_x = reference.jvp(spec, x, t), None
-    else:
-        want, want_x = reference.double_backward(spec, x, grad_output, t)
+    want, want_x = _reference(mode, case)
     checks = [(_DERIVATIVE[mode], derivative, want.shape), ("grad_input", outcome.grad_input, x.shape)]
     if want_x is not None:
         checks.append(("grad_grad_input", outcome.grad_grad_input, x.shape))
@@ -79,7 +99,7 @@ def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None) -
     if want_x is not None and not same_bits(outcome.grad_grad_input, want_x).all():
         return _wrong("grad_grad_input", outcome.grad_grad_input, want_x, x.dtype,
                       "a selection is constant almost everywhere: its derivative by the input is 0")
-    return _max_type(mode, spec, x, grad_output, t, derivative, want, outcome, cache_key)
+    return _max_type(mode, case, t, derivative, want, outcome)
 
 
 def _fmt(policy) -> str:
@@ -94,12 +114,15 @@ def _wrong(name, got, want, dtype, why) -> Verdict:
                    differing_in=name, differing_cells=differing_cells(ok), differing_count=int((~ok).sum()))
 
 
-def _max_type(mode, spec, x, grad_output, t, derivative, want, outcome, cache_key) -> Verdict:
-    case = case_for(spec, x, grad_output, cache_key)
-    # The same search as the reverse mode, each candidate evaluated in forward mode.
-    mode_policy = next((p for p in case.candidates() if identical(p.jvp(spec, x, t), derivative)), None)
-    reverse = explain(case, case.expected_forward if outcome.forward is None else outcome.forward,
-                      outcome.grad_input).backward
+def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
+    x, grad_output = case.x, case.grad_output
+    # The same search as the reverse mode, each candidate evaluated in forward mode; both
+    # searches depend on the arrays alone, so targets with the same arrays share them.
+    mode_policy = case.derived(("mode policy", _bits(derivative)), lambda: next(
+        (p for p in case.candidates() if identical(policy_jvp(case, p), derivative)), None))
+    forward = case.expected_forward if outcome.forward is None else outcome.forward
+    reverse = case.derived(("reverse policy", _bits(forward), _bits(outcome.grad_input)),
+                           lambda: explain(case, forward, outcome.grad_input).backward)
     consistent = dot(derivative, grad_output) == dot(t, outcome.grad_input)
     name = _DERIVATIVE[mode]
     if not consistent:

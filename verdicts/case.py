@@ -24,6 +24,7 @@ class Case:
         self._results: dict[Policy, Result] = {}
         self._candidates: list[Policy] | None = None
         self._magnitude = None
+        self._derived: dict = {}
 
     def result(self, policy: Policy) -> Result:
         if policy not in self._results:
@@ -34,6 +35,13 @@ class Case:
         if self._candidates is None:
             self._candidates = candidates(features(self.spec, self.x, self.grad_output))
         return self._candidates
+
+    def derived(self, key, compute):
+        """``compute()``, once per case and ``key``: what every target's verdict in an AD mode
+        needs (the direction, the reference's derivative, a policy's JVP). Shared: read only."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         """Forward and gradient of |x| and |grad_output|: the size of the terms each output

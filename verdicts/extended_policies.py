@@ -38,10 +38,9 @@ import reference
 from reference import selection
 from reference.accumulate import acc_dtype, routed_sums_exact
 from reference.dtypes import round_to, work_dtype
-from reference.geometry import resolve
 from reference.max_pool import route
 from reference.selection import tap_hits, window_max
-from reference.taps import TapPlan
+from reference.taps import TapPlan, plan_for
 
 from .compare import identical
 
@@ -121,14 +120,15 @@ class Policy:
             best = np.where((sel >= 0) & (own != best) & (best == 0), own, best)
         gw = np.asarray(g).astype(x.dtype).astype(np.float64)
         grad = plan.unpad(route(plan, xw.shape, sel, gw, acc_dtype(self.accumulate, x.dtype)))
-        xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
+        # Validity is about the input itself: what was compared (xw) unless it was flushed.
         return Result(round_to(best, x.dtype), round_to(grad, x.dtype),
-                      lambda: selection_valid(plan, xo, sel))
+                      lambda: selection_valid(plan, plan.pad(x.astype(work_dtype(x.dtype), copy=False))
+                                              if self.ftz else xw, sel))
 
 
     def _select(self, spec, xs: np.ndarray):
         """(plan, padded input, best value, selected tap or -1) of a first/last-type policy."""
-        plan = TapPlan(resolve(spec, xs.shape))
+        plan = plan_for(spec, xs.shape)
         xw = plan.pad(xs.astype(work_dtype(xs.dtype), copy=False))
         pad_value = None if self.padding is None else float(self.padding)
         best, sel = selection.scan(plan, xw, tie=self.tie, nan=self.nan, nan_tie=self.nan_tie,
@@ -197,7 +197,7 @@ def selection_valid(plan: TapPlan, xw: np.ndarray, sel: np.ndarray) -> bool:
 def mask_answer_valid(policy: Policy, spec, x: np.ndarray, xs: np.ndarray) -> bool:
     """'split' conserves each window's gradient among its maxima; 'all' does only where no
     window has two maxima. Either is invalid if flushing made non-maxima tie."""
-    plan = TapPlan(resolve(spec, x.shape))
+    plan = plan_for(spec, x.shape)
     hits = window_maxima(plan, plan.pad(xs.astype(work_dtype(x.dtype))), policy.nan)
     true_hits = window_maxima(plan, plan.pad(x.astype(work_dtype(x.dtype))), policy.nan)
     if any((h & ~th).any() for h, th in zip(hits, true_hits)):
@@ -210,11 +210,11 @@ def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
     if not spec.is_max:
         return {"selection": False, "nan": False, **{name: False for name in MODIFIERS},
                 "accumulate": accumulation_matters(spec, x, g), "ftz": _has_subnormal(x)}
-    geom = resolve(spec, x.shape)
+    plan = plan_for(spec, x.shape)
+    geom = plan.geom
     xf = x.astype(np.float64)
     has_nan = bool(np.isnan(xf).any())
     zeros = xf[xf == 0]
-    plan = TapPlan(geom)
     return {
         "selection": True,
         "accumulate": not routed_sums_exact(plan, plan.pad(x).shape, x.dtype, np.asarray(g).astype(x.dtype)),

@@ -1,0 +1,38 @@
+"""The one-dtype comparison and the whole-array JSON conversion agree with their element-wise
+definitions (NaN payloads, signed zeros, subnormals, infinities, every case dtype)."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cases.json_values import float_to_json
+from verdicts.compare import same_bits
+from verdicts.verdict import json_value
+
+VALUES = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, 6e-8, 2.5, 65504.0]
+DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_same_bits_is_equal_value_and_sign_or_both_nan(dtype):
+    with np.errstate(over="ignore"):
+        v = np.array(VALUES).astype(dtype)
+    a, b = np.repeat(v, len(v)), np.tile(v, len(v))
+    payload = a.copy()
+    payload.view(f"u{a.itemsize}")[np.isnan(a)] |= 1   # another NaN payload is still NaN
+    for got in (a, payload):
+        a64, b64 = got.astype(np.float64), b.astype(np.float64)
+        want = ((a64 == b64) & (np.signbit(a64) == np.signbit(b64))) | (np.isnan(a64) & np.isnan(b64))
+        assert (same_bits(got, b) == want).all()
+        assert (same_bits(got, b.astype(np.float64)) == want).all()   # across dtypes: widened
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_json_value_of_an_array_is_its_elements(dtype):
+    with np.errstate(over="ignore"):
+        a = np.array(VALUES).astype(dtype).reshape(3, 4).astype(np.float64)
+    finite = a[np.isfinite(a) & ~np.signbit(a)]   # no special value: the whole-array fast path
+    for part in (a, finite, np.asarray(a[0, 0])):   # a 0-d array too
+        assert json_value(part.astype(dtype)) == np.vectorize(float_to_json, otypes=[object])(part).tolist()
