@@ -76,8 +76,8 @@ class Finding:
     link: str
     since: str
     versions: SpecifierSet = SpecifierSet()
-    # The derivatives it is about: "backward" (reverse mode), "jvp", "double_backward". In an
-    # AD mode, ``forward`` is the policy that mode follows and ``gradient`` the reverse mode's.
+    # The derivatives it is about: "backward" (reverse mode), "jvp", "double_backward"; how its
+    # claim reads in each: :meth:`in_mode`.
     modes: tuple[str, ...] = ("backward",)
 
     # -- scope ---------------------------------------------------------------------------
@@ -115,9 +115,30 @@ class Finding:
     def claims_policy(self) -> bool:
         return self.verdict == "policy"
 
+    def in_mode(self, mode: str) -> "Finding | None":
+        """The finding as a claim on a record of ``mode`` (None: it claims nothing there), with
+        ``forward`` the policy of the record's own derivative and ``gradient`` the reverse mode's.
+
+        A record of an AD mode holds the mode's derivative and the reverse-mode gradient of the
+        same call. That gradient is the reverse mode's, so every finding that lists "backward"
+        claims it with its ``gradient`` (its ``forward`` is the forward pass, which the record
+        does not judge). The mode's own policy comes from the findings that list the mode: the
+        ``forward`` of one that does not list "backward" (the mode runs its own kernel), the
+        ``gradient`` of one that does (the mode follows the gradient's selection). A failure
+        claim holds in the modes it lists."""
+        if mode == "backward" or not self.claims_policy:
+            return self if mode in self.modes else None
+        if "backward" not in self.modes:
+            return dataclasses.replace(self, modes=(mode,)) if mode in self.modes else None
+        own = self.gradient if mode in self.modes else {}
+        if not (own or self.gradient):
+            return None
+        return dataclasses.replace(self, forward=own, modes=(mode,))
+
     def claim_text(self) -> str:
         if self.claims_policy:
-            parts = [f"{side} {policy_text(p)}" for side, p in (("forward", self.forward), ("gradient", self.gradient)) if p]
+            first = "forward" if "backward" in self.modes else "/".join(self.modes)
+            parts = [f"{side} {policy_text(p)}" for side, p in ((first, self.forward), ("gradient", self.gradient)) if p]
             return "policy: " + "; ".join(parts)
         if self.error:
             return f"{self.verdict}: {'|'.join(self.error[0])} /{self.error[1]}/"
@@ -294,6 +315,10 @@ def _finding(raw: dict, index: int) -> Finding:
     if set(modes) - set(MODES):
         raise FindingsError(f"finding {fid!r}: field 'modes': unknown mode {sorted(set(modes) - set(MODES))[0]!r}; "
                             f"known: {', '.join(MODES)}")
+    if "backward" not in modes and gradient:
+        raise FindingsError(f"finding {fid!r}: a finding of modes {', '.join(modes)} claims the mode's policy with "
+                            f"'forward' only; the reverse-mode gradient of the same call is claimed by the findings "
+                            f"that list 'backward' (drop 'gradient'/'policy', or add 'backward' to 'modes')")
     onednn = raw.get("onednn")
     if onednn is not None and not isinstance(onednn, bool):
         raise FindingsError(f"finding {fid!r}: field 'onednn' is true or false")
@@ -362,6 +387,14 @@ class Knowledge(list):
         key = (framework, variant, device, version, machine)
         if key not in self._by_target:
             self._by_target[key] = [f for f in self if f.in_target(framework, variant, device, version, machine)]
+        return self._by_target[key]
+
+    def for_mode(self, framework, variant, device, version, machine: Machine, mode: str) -> list[Finding]:
+        """The findings of a target as claims on a record of ``mode`` (:meth:`Finding.in_mode`)."""
+        key = (framework, variant, device, version, machine, mode)
+        if key not in self._by_target:
+            views = (f.in_mode(mode) for f in self.for_target(framework, variant, device, version, machine))
+            self._by_target[key] = [f for f in views if f is not None]
         return self._by_target[key]
 
     def judge(self, candidates: list[Finding], op: str, dtype: str, properties, verdict: str,

@@ -54,14 +54,13 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
                 bool(close(ref, side, got, want).all()) for side, got, want in (
                     (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
                     (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
-        if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's
+        if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
             return (identical(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), ad_modes.derivative(mode, first))
                     and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
         return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
 
-    candidates = [f for f in knowledge.for_target(target.framework, target.variant, target.device, version or "", machine)
-                  if mode in f.modes]
+    candidates = knowledge.for_mode(target.framework, target.variant, target.device, version or "", machine, mode)
     properties = case_properties(case)
     # What the other cases of the framework call were, for kernels that write across cases; a
     # replayed record brings them along (call_properties).

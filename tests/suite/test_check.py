@@ -10,6 +10,7 @@ from cases.findings import FindingsError, Knowledge, Machine, _finding
 from reference import PoolSpec
 from suite.check import check
 from verdicts import Policy
+from verdicts.ad_modes import direction
 
 TARGET = Target("tensorflow", "eager", "cpu")
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
@@ -118,10 +119,67 @@ def test_scope_by_release_variant_and_machine():
     ({"id": "x"}, "verdict"),
     ({"id": "x", "policy": {"tie": "last"}, "link": "see the forum"}, "link"),
     ({"id": "x", "verdict": "error", "error": {"type": "E", "message": "("}}, "error.message"),
+    ({"id": "x", "modes": ["jvp"], "gradient": {"nan": "scan"}}, "gradient"),
 ])
 def test_a_bad_finding_is_refused_naming_the_field(entry, field):
     with pytest.raises(FindingsError, match=field):
         _kb(entry)
+
+
+# -- AD modes: a record holds the mode's derivative and the reverse-mode gradient of one call.
+# Window [2, nan]: canonical selects the NaN, first_tap and ignore the 2; window [nan, 3]:
+# canonical and first_tap the NaN, ignore the 3.
+MODE_NANS = np.array([[[2.0, np.nan, np.nan, 3.0, 0.0, 1.0]]])
+MODE_SKIPS_NAN = {"id": "mode-skips-nan", "modes": ["jvp"], "forward": {"nan": "ignore"}}
+
+
+def _mode_outcome(case, mode_policy: dict, reverse_policy: dict) -> Outcome:
+    r = Policy(**reverse_policy).evaluate(case.spec, case.input, case.grad_output)
+    return Outcome(OK, forward=r.forward, grad_input=r.grad_input,
+                   tangent_output=Policy(**mode_policy).jvp(case.spec, case.input, direction(case.spec, case.input)))
+
+
+def test_a_mode_records_reverse_policy_comes_from_the_reverse_mode_findings():
+    """The mode skips NaN, the gradient of the same call lets a first-tap NaN win: the mode's
+    finding claims the mode, the reverse-mode finding (which lists only "backward") the gradient."""
+    case = _case(MODE_NANS)
+    grad_first_tap = {"id": "grad-first-tap", "when": ["nan"], "forward": {"nan": "ignore"},
+                      "gradient": {"nan": "first_tap"}}
+    outcome = [_mode_outcome(case, {"nan": "ignore"}, {"nan": "first_tap"})]
+    checked = check(case, TARGET, "2.21.0", outcome, _kb(MODE_SKIPS_NAN, grad_first_tap), 0.0, mode="jvp")
+    assert checked.record["verdict"] == "inconsistent_modes"
+    assert checked.outcome == "expected", checked.message
+    assert {f["id"] for f in checked.record["findings"]} == {"mode-skips-nan", "grad-first-tap"}
+    alone = check(case, TARGET, "2.21.0", outcome, _kb(MODE_SKIPS_NAN), 0.0, mode="jvp")
+    assert alone.outcome == "behaviour_changed"
+
+
+def test_a_reverse_mode_findings_forward_claim_is_not_the_modes_policy():
+    """A finding of the reverse mode that lists the mode too: the mode follows its gradient's
+    selection; its forward claim is about the forward pass."""
+    case = _case(MODE_NANS)
+    both = {"id": "first-tap", "modes": ["backward", "jvp"], "when": ["nan"], "forward": {"nan": "ignore"},
+            "gradient": {"nan": "first_tap"}}
+    outcome = [_mode_outcome(case, {"nan": "first_tap"}, {"nan": "first_tap"})]
+    checked = check(case, TARGET, "2.21.0", outcome, _kb(both), 0.0, mode="jvp")
+    assert checked.outcome == "expected", checked.message
+    skipping = [_mode_outcome(case, {"nan": "ignore"}, {"nan": "first_tap"})]
+    assert check(case, TARGET, "2.21.0", skipping, _kb(both), 0.0, mode="jvp").outcome == "behaviour_changed"
+
+
+def test_a_mode_record_is_judged_only_by_claims_on_it():
+    """A forward-pass claim, and a failure claim of the reverse mode only, say nothing about a
+    mode record: no finding is in scope, the divergence fails."""
+    case = _case(MODE_NANS)
+    forward_only = {"id": "forward-skips", "when": ["nan"], "forward": {"nan": "ignore"}}
+    outcome = [_mode_outcome(case, {"nan": "ignore"}, {})]
+    checked = check(case, TARGET, "2.21.0", outcome, _kb(forward_only), 0.0, mode="jvp")
+    assert checked.outcome == "fail" and checked.judgement.in_scope == []
+    failing = [Outcome(ERROR, message="InvalidArgumentError: no kernel")]
+    error = {"id": "no-kernel", "verdict": "error", "error": {"type": "InvalidArgumentError", "message": "kernel"}}
+    assert check(case, TARGET, "2.21.0", failing, _kb(error), 0.0, mode="jvp").outcome == "fail"
+    in_modes = {**error, "modes": ["backward", "jvp"]}
+    assert check(case, TARGET, "2.21.0", failing, _kb(in_modes), 0.0, mode="jvp").outcome == "expected"
 
 
 def test_a_skip_reason_is_one_line_of_the_framework_message():
