@@ -45,7 +45,9 @@ def unit_cost(targets, cases) -> float:
     target."""
     costs = _costs()
     per_group = costs["per_group"]
-    calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in set(targets))
+    # Summed in a fixed order: a set's order follows string hashes, which differ between xdist
+    # workers, and float sums in another order can differ in the last bit (and reorder units).
+    calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in sorted(set(targets)))
     return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
 
 

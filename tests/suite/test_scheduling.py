@@ -1,5 +1,8 @@
 """suite/scheduling.py: work units keep batching groups whole and come heaviest first."""
 
+import os
+import subprocess
+import sys
 import types
 
 from adapters.base import Target
@@ -58,3 +61,13 @@ def test_order_keeps_units_contiguous_heaviest_first_and_other_tests_last():
         assert seen == sorted(seen, key=seen.index) and all(seen.count(s) == 2 for s in seen)
         assert [s for i, s in enumerate(seen) if i % 2 == 0] == list(dict.fromkeys(seen))
     assert scheduling.order(list(items)) == ordered
+
+
+def test_order_is_the_same_whatever_the_string_hashes():
+    """xdist workers collect with different string hash seeds and must order alike."""
+    code = ("from suite import scheduling; from cases import catalogue; from adapters import registry; "
+            "ts, cs = registry.all_targets(), catalogue()[:3]; "
+            "print([scheduling.unit_cost(ts[i:], cs).hex() for i in range(len(ts))])")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+    assert len(outs) == 1, outs
