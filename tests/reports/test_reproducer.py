@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from adapters import registry
+from adapters.base import Target
+from reference import PoolSpec
+from reference.geometry import output_shape
 from reports import html, reproducer, synthetic
 from reports.records import decode_array
 
@@ -56,6 +60,26 @@ def test_reproducers_reprint_the_recorded_gradient(framework, dtype, tmp_path):
         out = _run([str(path)], cwd=tmp_path)  # cwd away from the checkout: nothing of poolgrad importable
         assert out.returncode == 0, f"{rec['target']}: {out.stderr[-2000:]}"
         assert json.loads(out.stdout.splitlines()[-1]) == rec["grad_input"], rec["target"]
+
+
+# Specs a framework's plan has no call for: k2 s1 SAME over 3 pads (0, 1), which torch's one
+# symmetric pad per dim cannot say; Keras has no ceil_mode; flax.linen passes no dilation.
+REFUSED = [("torch", "eager", {"padding": "SAME"}), ("tensorflow", "keras", {"ceil_mode": True}),
+           ("jax", "flax", {"dilation": 2})]
+
+
+@pytest.mark.parametrize("framework, variant, change", REFUSED, ids=[f"{f}-{v}" for f, v, _ in REFUSED])
+def test_a_spec_the_plan_refuses_is_not_reproducible_for_the_plans_reason(framework, variant, change):
+    spec, x, _ = synthetic.tie_case()
+    spec = {**spec, **change}
+    ps = PoolSpec.from_dict(spec)
+    g = np.ones(output_shape(ps, x.shape), x.dtype)
+    rec = synthetic.result("refused", "ties", spec, x, g, framework=framework, variant=variant, run_id="r")
+    reason = registry.unsupported(Target(framework, variant, "cpu"), ps, x.shape)
+    assert reason
+    with pytest.raises(reproducer.NotReproducible, match=re.escape(reason)):
+        reproducer.script(rec)
+    assert reproducer.safe_script(rec) is None  # the report says there is no script
 
 
 def test_values_from_results_cannot_become_code():
