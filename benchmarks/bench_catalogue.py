@@ -54,6 +54,8 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
            *MODES[mode], *selection, "--results", str(results), "--junitxml", str(junit),
            *(["--compile-cache", str(cache)] if knows_cache else [])]
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor")}
+    fxgraphs = cache / "torchinductor" / "fxgraph"
+    compiled_before = _entries(fxgraphs)
     start, used = time.perf_counter(), _children_cpu_s()
     proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -70,15 +72,19 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             calls[rec["target"]].add((json.dumps(rec["spec"], sort_keys=True), tuple(rec["shape"][1:])))
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     records = sum(n for n, _ in per_target.values())
-    fxgraphs = cache / "torchinductor" / "fxgraph"
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit": proc.returncode, "pytest": summary, "records": records,
             "outcomes": dict(outcomes),
             "records_per_s": {t: round(n / s, 1) if s else None for t, (n, s) in sorted(per_target.items())},
             "calls_per_target": {t: len(c) for t, c in sorted(calls.items())},
-            "inductor_compilations": sum(1 for _ in fxgraphs.glob("*/*")) if fxgraphs.exists() else 0,
+            # What this run added to the cache: a warm run's cache hits add nothing.
+            "inductor_compilations": _entries(fxgraphs) - compiled_before,
             "results_bytes": results.stat().st_size if results.exists() else 0,
             "results_bytes_per_record": round(results.stat().st_size / records) if records else None,
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
+
+
+def _entries(fxgraphs: Path) -> int:
+    return sum(1 for _ in fxgraphs.glob("*/*")) if fxgraphs.exists() else 0
 
 
 def _children_cpu_s() -> float:
