@@ -154,7 +154,9 @@ def policy_text(p: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in p.items())
 
 
-def _any(value: str, patterns) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _any(value: str, patterns: tuple[str, ...]) -> bool:
+    # Asked for every finding of a target on every result: a few ops and dtypes, many times.
     return any(fnmatch.fnmatchcase(value, p) for p in patterns)
 
 
