@@ -129,7 +129,7 @@ class Worker:
         if self._conn in ready:
             try:
                 return self._conn.recv()
-            except EOFError:
+            except (EOFError, ConnectionResetError):  # a child that dies mid-answer may reset the pipe
                 pass
         raise self._lose(CRASH, doing)
 

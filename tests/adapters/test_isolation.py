@@ -53,6 +53,22 @@ def test_a_crash_left_by_an_earlier_call_is_not_the_next_cases_result(pool):
     assert_matches_reference(run_one(pool, x, g), x, g)
 
 
+def test_a_pipe_reset_by_a_dying_worker_is_a_crash_and_the_case_runs_again(pool, monkeypatch):
+    """A child that dies while answering can reset the pipe (ECONNRESET) instead of closing it."""
+    before = run_one(pool, *case(0)).info["pid"]
+    worker = pool._workers["fake"]
+
+    def die_and_reset():
+        worker._proc.kill()
+        worker._proc.join()
+        raise ConnectionResetError(104, "Connection reset by peer")
+    monkeypatch.setattr(worker._conn, "recv", die_and_reset)
+    x, g = case(2)
+    again = run_one(pool, x, g)
+    assert_matches_reference(again, x, g)
+    assert again.info["pid"] != before
+
+
 def test_segfault_is_a_crash_whose_message_quotes_the_worker_stderr(pool):
     crashed = run_one(pool, *case(3, sentinel=SEGFAULT))
     assert crashed.status == CRASH
