@@ -37,14 +37,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from reports.records import read_results  # noqa: E402  (the checkout's reader reads every writer's results)
+from poolgrad.reports.records import read_results  # noqa: E402  (the checkout's reader reads every writer's results)
 MODES = {"seq": ["-p", "no:xdist"], "n2": ["-n", "2", "--dist", "loadgroup"]}
 
 
 def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache: Path) -> dict:
     # Commits from before --compile-cache still get a private inductor cache (its default is
     # shared in /tmp), so cold means cold for them too.
-    knows_cache = "compile-cache" in (tree / "suite" / "options.py").read_text()
+    options = next(p for p in (tree / "poolgrad" / "suite" / "options.py", tree / "suite" / "options.py") if p.exists())
+    knows_cache = "compile-cache" in options.read_text()
     junit = results.with_suffix(".xml")
     # Commits from before the installable package kept the plugin in a root conftest.py, which
     # the installed plugin (this Python's entry point) would register a second time.
@@ -96,8 +97,8 @@ def _children_cpu_s() -> float:
 
 def scaled_case_files(where: Path, scale: int) -> dict[str, Path]:
     """The catalogue as a case file, and N draws of each of its cases as another."""
-    from cases.case_file import write_case_file
-    from cases.catalogue import catalogue
+    from poolgrad.cases.case_file import write_case_file
+    from poolgrad.cases.catalogue import catalogue
     files = {}
     for label, draws in (("x1", 1), (f"x{scale}", scale)):
         files[label] = where / f"cases-{label}.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reference import PoolSpec, backward  # noqa: E402
+from poolgrad.reference import PoolSpec, backward  # noqa: E402
 
 SHAPES = [((128, 3, 28, 28), 2, 2), ((32, 16, 64, 64), 3, 2)]
 LOOP_BUDGET_WINDOWS = 100_000   # enough to time the loop steadily; more only costs minutes
@@ -107,7 +107,7 @@ def main(argv=None):
         scaled = f" (loop timed on {r['loop_items_timed']} of {shape[0]} items, scaled)" if r["loop_scaled"] else ""
         torch_part = ("torch n/a" if r["torch_1thread_s"] is None else
                       f"torch 1-thread {r['torch_1thread_s'] * 1e3:8.2f} ms  "
-                      f"reference/torch {r['reference_over_torch']:5.2f}x (target <= 2)")
+                      f"poolgrad/reference/torch {r['reference_over_torch']:5.2f}x (target <= 2)")
         print(f"max_pool2d backward {tuple(shape)} k{k} s{s} float32: "
               f"reference {r['reference_s'] * 1e3:8.2f} ms  loop {r['loop_s'] * 1e3:9.1f} ms  "
               f"loop/reference {r['loop_over_reference']:6.1f}x (target >= 20)  {torch_part}{scaled}")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import html, markdown, synthetic  # noqa: E402
-from reports.records import read_results, write_record  # noqa: E402
+from poolgrad.reports import html, markdown, synthetic  # noqa: E402
+from poolgrad.reports.records import read_results, write_record  # noqa: E402
 
 TARGETS = [("torch", v) for v in ("eager", "channels_last", "compile", "module", "return_indices")] + \
           [("tensorflow", v) for v in ("eager", "function", "xla", "keras", "with_argmax")] + \

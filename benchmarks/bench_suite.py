@@ -24,11 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.base import Target  # noqa: E402
-from adapters.pool import ONE_THREAD_ENV, WorkerPool  # noqa: E402
-from cases import catalogue, make_case  # noqa: E402
-from reference import PoolSpec  # noqa: E402
-from suite.runner import GroupRunner  # noqa: E402
+from poolgrad.adapters.base import Target  # noqa: E402
+from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool  # noqa: E402
+from poolgrad.cases import catalogue, make_case  # noqa: E402
+from poolgrad.reference import PoolSpec  # noqa: E402
+from poolgrad.suite.runner import GroupRunner  # noqa: E402
 
 
 def base_cases(op: str, dtype: str):

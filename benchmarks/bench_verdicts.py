@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -31,12 +32,17 @@ CONCLUSIONS = ("verdict", "policy", "forward_policy", "valid_subgradient", "max_
 def judge(results: str) -> dict:
     """In the tree that is the working directory: judge every record, timed."""
     sys.path.insert(0, os.getcwd())
-    from adapters.base import Target
-    from cases import findings
-    from reports.records import read_results
-    from reports.schema import mode_of
-    from suite.check import check
-    from suite.replay import case_of, outcome_of
+    # Trees from before the packages moved under poolgrad/ import them at the top level.
+    package = "poolgrad." if os.path.isdir(os.path.join("poolgrad", "suite")) else ""
+
+    def module(name):
+        return importlib.import_module(package + name)
+    Target = module("adapters.base").Target
+    findings = module("cases.findings")
+    read_results = module("reports.records").read_results
+    mode_of = module("reports.schema").mode_of
+    check = module("suite.check").check
+    case_of, outcome_of = module("suite.replay").case_of, module("suite.replay").outcome_of
 
     environments, records = read_results(results)
     knowledge = findings.load()

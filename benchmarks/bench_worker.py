@@ -24,13 +24,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from adapters import registry  # noqa: E402
-from adapters.base import OK, Target  # noqa: E402
-from adapters.pool import ONE_THREAD_ENV, WorkerPool  # noqa: E402
-from reference import PoolSpec  # noqa: E402
+from poolgrad.adapters import registry  # noqa: E402
+from poolgrad.adapters.base import OK, Target  # noqa: E402
+from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool  # noqa: E402
+from poolgrad.reference import PoolSpec  # noqa: E402
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 2})
-FAKE = registry.Framework("fake", "adapters.fake_adapter", "numpy", ("numpy",), ("eager",))
+FAKE = registry.Framework("fake", "poolgrad.adapters.fake_adapter", "numpy", ("numpy",), ("eager",))
 
 
 def _median_s(fn, calls: int) -> float:

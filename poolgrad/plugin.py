@@ -2,19 +2,19 @@
 
 Registered through the ``pytest11`` entry point, so every pytest run where poolgrad is
 installed (a checkout installed with ``pip install -e``, as run.sh does, included) has it.
-The logic lives in ``suite/``; these are only the hooks.
+The logic lives in ``poolgrad/suite/``; these are only the hooks.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from adapters import registry
-from suite import options, scheduling, sharding
-from suite.execution import Execution
-from suite.plugin import ConformancePlugin, XdistHooks
-from suite.results import Results
-from suite.run import Run
+from poolgrad.adapters import registry
+from poolgrad.suite import options, scheduling, sharding
+from poolgrad.suite.execution import Execution
+from poolgrad.suite.plugin import ConformancePlugin, XdistHooks
+from poolgrad.suite.results import Results
+from poolgrad.suite.run import Run
 
 RUN = pytest.StashKey[Run]()
 EXECUTION = pytest.StashKey[Execution]()
@@ -40,7 +40,7 @@ def pytest_configure(config):
     config.pluginmanager.register(ConformancePlugin(run, config.stash[EXECUTION], results), "poolgrad-conformance")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(run), "poolgrad-xdist")
-        # Work units arrive ordered by cost (suite/scheduling.py); xdist's own reordering
+        # Work units arrive ordered by cost (poolgrad/suite/scheduling.py); xdist's own reordering
         # sorts them by test count, which says nothing about compile-bound units.
         config.option.loadscopereorder = False
 

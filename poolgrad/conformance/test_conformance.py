@@ -3,8 +3,8 @@ target, classified against the reference and the known-divergences file."""
 
 import pytest
 
-from adapters import registry
-from suite.options import gpu_driver_present
+from poolgrad.adapters import registry
+from poolgrad.suite.options import gpu_driver_present
 
 
 def test_backward(case, target, poolgrad, request):

@@ -1,4 +1,4 @@
-"""--fuzz N: N hypothesis-generated cases per target (see suite/fuzz.py). A divergence that
+"""--fuzz N: N hypothesis-generated cases per target (see poolgrad/suite/fuzz.py). A divergence that
 no finding in scope explains fails; hypothesis shrinks it and the minimal case is written to
 --fuzz-out as a poolgrad-cases/1 file, ready for --case-file."""
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from cases import make_case, write_case_file
-from reference import PoolSpec
-from suite import check
-from suite.fuzz import fuzz_cases
+from poolgrad.cases import make_case, write_case_file
+from poolgrad.reference import PoolSpec
+from poolgrad.suite import check
+from poolgrad.suite.fuzz import fuzz_cases
 
 
 def test_fuzz(fuzz_target, poolgrad, request):

@@ -1,4 +1,4 @@
-"""Pools over the test-only "fake" framework (adapters/fake_adapter.py), shared by the pool tests."""
+"""Pools over the test-only "fake" framework (poolgrad/adapters/fake_adapter.py), shared by the pool tests."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import contextlib
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.pool import WorkerPool
-from reference import PoolSpec
+from poolgrad.adapters import registry
+from poolgrad.adapters.pool import WorkerPool
+from poolgrad.reference import PoolSpec
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 2})
 
 
 def fake(name: str, import_name: str = "numpy") -> registry.Framework:
     """A registry entry whose worker runs the fake adapter; installed iff import_name imports."""
-    return registry.Framework(name, "adapters.fake_adapter", import_name, (import_name,), ("eager", "compiled"))
+    return registry.Framework(name, "poolgrad.adapters.fake_adapter", import_name, (import_name,), ("eager", "compiled"))
 
 
 @contextlib.contextmanager

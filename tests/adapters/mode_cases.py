@@ -3,7 +3,7 @@ JVP or double-backward rule's selection shows (one channel, so NWC = NCW)."""
 
 import numpy as np
 
-from reference import PoolSpec
+from poolgrad.reference import PoolSpec
 
 SPEC = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2, "stride": 1, "dtype": "float32"})
 X = np.array([[[1, 3, 3, np.nan, np.nan, 0, -np.inf, -np.inf]]], dtype=np.float32)

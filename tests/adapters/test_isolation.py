@@ -7,14 +7,14 @@ import os
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Target
-from adapters.fake_adapter import ABORT, HANG, POISON, RAISE, SEGFAULT
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Target
+from poolgrad.adapters.fake_adapter import ABORT, HANG, POISON, RAISE, SEGFAULT
 from fake_frameworks import SPEC, case, fake, fake_pool
-from reference import backward, forward
+from poolgrad.reference import backward, forward
 
 CPU = Target("fake", "eager", "cpu")
-BROKEN = registry.Framework("broken", "adapters.no_such_adapter", "numpy", ("numpy",), ("eager",))
+BROKEN = registry.Framework("broken", "poolgrad.adapters.no_such_adapter", "numpy", ("numpy",), ("eager",))
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_missing_framework_is_not_installed_and_starts_nothing(pool):
 def test_adapter_that_fails_to_import_is_an_error(pool):
     desc = pool.describe("broken")
     assert desc["status"] == ERROR
-    assert "No module named 'adapters.no_such_adapter'" in desc["message"]
+    assert "No module named 'poolgrad.adapters.no_such_adapter'" in desc["message"]
     assert run_one(pool, *case(12), target=Target("broken", "eager", "cpu")).status == ERROR
 
 

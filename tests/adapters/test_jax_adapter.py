@@ -9,9 +9,9 @@ jax = pytest.importorskip("jax")
 
 from jax import lax  # noqa: E402
 
-from adapters import base  # noqa: E402
-from adapters.jax.adapter import ADAPTER  # noqa: E402
-from reference import PoolSpec, backward, forward, output_shape  # noqa: E402
+from poolgrad.adapters import base  # noqa: E402
+from poolgrad.adapters.jax.adapter import ADAPTER  # noqa: E402
+from poolgrad.reference import PoolSpec, backward, forward, output_shape  # noqa: E402
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 # Relative tolerance for sums and powers computed in the dtype (the reference rounds once).
@@ -221,7 +221,7 @@ def test_divisors_and_scales_are_jaxs_own(monkeypatch, variant, spec):
     still the spec's."""
     if variant == "flax":
         pytest.importorskip("flax")
-    import reference.geometry
+    import poolgrad.reference.geometry
     spec = PoolSpec.from_dict({**spec, "dtype": "float64"})
     x = tie_free((1, 1, 5) if spec.op == "lp_pool" else (1, 1, 5, 5), np.float64)
     y_ref = forward(spec, x)
@@ -230,8 +230,8 @@ def test_divisors_and_scales_are_jaxs_own(monkeypatch, variant, spec):
 
     def refuse(*_):
         raise AssertionError("the adapter asked the reference for window counts")
-    monkeypatch.setattr(reference.geometry.Geometry, "window_counts", refuse)
-    monkeypatch.setattr(reference.geometry, "window_volume", refuse)
+    monkeypatch.setattr(poolgrad.reference.geometry.Geometry, "window_counts", refuse)
+    monkeypatch.setattr(poolgrad.reference.geometry, "window_volume", refuse)
     out = ADAPTER.run(spec, variant, "cpu", x, g)
     assert out.status == base.OK, out.message
     np.testing.assert_allclose(out.forward, y_ref, rtol=1e-12)
@@ -349,7 +349,7 @@ def _zero_stride(*_):
 
 @pytest.mark.parametrize("variant", ("eager", "jit", "flax"))
 def test_refused_arguments_are_unsupported_with_jaxs_message(monkeypatch, variant):
-    import adapters.jax.adapter as jax_adapter
+    import poolgrad.adapters.jax.adapter as jax_adapter
     monkeypatch.setattr(jax_adapter, "_pool_fn", _zero_stride)
     monkeypatch.setattr(jax_adapter, "_flax_pool_fn", _zero_stride)
     spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": [5]})  # a spec no other test jits

@@ -8,10 +8,10 @@ jax = pytest.importorskip("jax")
 
 from jax import lax  # noqa: E402
 
-from adapters.base import OK, UNSUPPORTED  # noqa: E402
-from adapters.jax.adapter import ADAPTER  # noqa: E402
+from poolgrad.adapters.base import OK, UNSUPPORTED  # noqa: E402
+from poolgrad.adapters.jax.adapter import ADAPTER  # noqa: E402
 from mode_cases import G, SPEC, T, X  # noqa: E402
-from reference import PoolSpec  # noqa: E402
+from poolgrad.reference import PoolSpec  # noqa: E402
 
 
 def pool(x):

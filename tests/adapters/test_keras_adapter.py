@@ -11,11 +11,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.base import NOT_INSTALLED, OK, UNSUPPORTED, Target
-from adapters.pool import WorkerPool
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import NOT_INSTALLED, OK, UNSUPPORTED, Target
+from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import fake, fake_pool
-from reference import PoolSpec, backward, forward
+from poolgrad.reference import PoolSpec, backward, forward
 
 BACKENDS = [b for b in ("tensorflow", "jax", "torch")
             if registry.installed(b, "keras")]

@@ -8,11 +8,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.base import OK, Target
-from adapters.pool import WorkerPool
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import OK, Target
+from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import SPEC, case, fake, fake_pool
-from reference import backward, forward
+from poolgrad.reference import backward, forward
 
 CPU = Target("fake", "compiled", "cpu")
 

@@ -10,12 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.base import OK
-from adapters.pool import WorkerPool
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import OK
+from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import PLUGIN, SPEC, Options, case
-from reference import backward
-from suite import options
+from poolgrad.reference import backward
+from poolgrad.suite import options
 
 
 def entry_point(name: str, value: str):
@@ -24,8 +24,8 @@ def entry_point(name: str, value: str):
 
 def test_the_built_in_frameworks_register_through_the_entry_point_group():
     eps = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=registry.ENTRY_POINTS)}
-    assert eps.items() >= {"torch": "adapters.registry:TORCH", "tensorflow": "adapters.registry:TENSORFLOW",
-                           "jax": "adapters.registry:JAX"}.items(), "reinstall: pip install --no-deps -e ."
+    assert eps.items() >= {"torch": "poolgrad.adapters.registry:TORCH", "tensorflow": "poolgrad.adapters.registry:TENSORFLOW",
+                           "jax": "poolgrad.adapters.registry:JAX"}.items(), "reinstall: pip install --no-deps -e ."
     assert registry.discover() == {name: registry.FRAMEWORKS[name] for name in eps}
 
 
@@ -48,14 +48,14 @@ def test_a_package_registers_a_framework_and_its_targets_are_collected(monkeypat
 
 
 @pytest.mark.parametrize("value, name, says", [
-    ("fake_frameworks:SPEC", "spec", "names a PoolSpec; point it at an adapters.registry.Framework"),
+    ("fake_frameworks:SPEC", "spec", "names a PoolSpec; point it at a poolgrad.adapters.registry.Framework"),
     ("fake_frameworks:PLUGIN", "other", "the record's name is 'plugin'; name the entry point after its framework"),
-    ("adapters.registry:TORCH", "torch", "framework 'torch' is registered twice"),
-    ("adapters.registry:USER", "user", "'user' is reserved for --target kernels"),
+    ("poolgrad.adapters.registry:TORCH", "torch", "framework 'torch' is registered twice"),
+    ("poolgrad.adapters.registry:USER", "user", "'user' is reserved for --target kernels"),
 ])
 def test_a_bad_registration_is_refused_naming_the_entry_point_and_the_fix(value, name, says):
     with pytest.raises(registry.RegistrationError) as e:
-        registry.discover([entry_point("torch", "adapters.registry:TORCH"), entry_point(name, value)])
+        registry.discover([entry_point("torch", "poolgrad.adapters.registry:TORCH"), entry_point(name, value)])
     assert f"entry point {name!r} = {value!r}" in str(e.value) and says in str(e.value)
 
 
@@ -69,12 +69,12 @@ def test_keras_is_a_variant_of_each_backend_with_a_worker_of_its_own():
     for name in ("torch", "tensorflow", "jax"):
         fw = registry.FRAMEWORKS[name]
         assert "keras" in fw.variants and fw.worker("eager").name == name
-        assert fw.worker("keras") == registry.WorkerSpec(f"{name}-keras", "adapters.keras.adapter",
-                                                         {"KERAS_BACKEND": name}, "keras", "adapters.keras")
+        assert fw.worker("keras") == registry.WorkerSpec(f"{name}-keras", "poolgrad.adapters.keras.adapter",
+                                                         {"KERAS_BACKEND": name}, "keras", "poolgrad.adapters.keras")
 
 
 def test_reading_the_registry_and_selecting_targets_imports_no_framework():
-    code = ("import sys; from adapters import registry; from suite import options; from reference import PoolSpec; "
+    code = ("import sys; from poolgrad.adapters import registry; from poolgrad.suite import options; from poolgrad.reference import PoolSpec; "
             "registry.discover(); options.user_targets(['numpy:mean']); "
             "[registry.plan(t, PoolSpec.from_dict(s), (1, 1, 4, 4)) for t in registry.all_targets() "
             "for s in ({'op': 'max_pool', 'kernel_size': [2, 2]}, {'op': 'adaptive_avg_pool', 'output_size': [3, 3]})]; "

@@ -1,4 +1,4 @@
-"""The TensorFlow adapter, in-process: expected values come from reference/ (or, for tied/NaN
+"""The TensorFlow adapter, in-process: expected values come from poolgrad/reference/ (or, for tied/NaN
 inputs whose answer is TF's own business, from tf.nn called directly: that checks the adapter
 passes TF's results through untouched)."""
 
@@ -10,9 +10,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
-from adapters.tensorflow.adapter import ADAPTER  # noqa: E402
-from reference import PoolSpec, backward, forward  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
+from poolgrad.adapters.tensorflow.adapter import ADAPTER  # noqa: E402
+from poolgrad.reference import PoolSpec, backward, forward  # noqa: E402
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
 RTOL = {"float16": 2e-3, "bfloat16": 2e-2, "float32": 1e-6, "float64": 1e-12}

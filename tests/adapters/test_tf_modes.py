@@ -6,10 +6,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from adapters.base import ERROR, OK  # noqa: E402
-from adapters.tensorflow.adapter import ADAPTER  # noqa: E402
+from poolgrad.adapters.base import ERROR, OK  # noqa: E402
+from poolgrad.adapters.tensorflow.adapter import ADAPTER  # noqa: E402
 from mode_cases import G, SPEC, T, X  # noqa: E402
-from reference import PoolSpec  # noqa: E402
+from poolgrad.reference import PoolSpec  # noqa: E402
 
 
 def nwc(a):

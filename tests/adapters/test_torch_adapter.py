@@ -8,9 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
-from adapters.torch.adapter import ADAPTER  # noqa: E402
-from reference import PoolSpec, backward, forward  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED  # noqa: E402
+from poolgrad.adapters.torch.adapter import ADAPTER  # noqa: E402
+from poolgrad.reference import PoolSpec, backward, forward  # noqa: E402
 
 DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
           "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}

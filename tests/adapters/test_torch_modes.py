@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
-from adapters.base import OK, UNSUPPORTED  # noqa: E402
-from adapters.torch.adapter import ADAPTER  # noqa: E402
+from poolgrad.adapters.base import OK, UNSUPPORTED  # noqa: E402
+from poolgrad.adapters.torch.adapter import ADAPTER  # noqa: E402
 from mode_cases import G, SPEC, T, X  # noqa: E402
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapters.base import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, Target
-from adapters.pool import WorkerPool
+from poolgrad.adapters.base import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, Target
+from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import SPEC, Options, case
-from reference import backward, forward
-from reports.records import read_results
-from suite import options
+from poolgrad.reference import backward, forward
+from poolgrad.reports.records import read_results
+from poolgrad.suite import options
 
 ROOT = Path(__file__).parents[2]
 
@@ -49,7 +49,7 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
 KERNELS = '''
     import os, time
     import numpy as np
-    from reference import backward, forward, PoolSpec
+    from poolgrad.reference import backward, forward, PoolSpec
 
     def good(spec, x, g):
         s = PoolSpec.from_dict(spec)

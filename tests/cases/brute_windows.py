@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from reference import resolve
+from poolgrad.reference import resolve
 
 
 def _axis_windows(spec, geom, a, length):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from brute_windows import windows
-from cases.families import Context, generate
-from cases.model import make_case
-from reference import PoolSpec
-from reference.dtypes import dtype_from_name, round_to
+from poolgrad.cases.families import Context, generate
+from poolgrad.cases.model import make_case
+from poolgrad.reference import PoolSpec
+from poolgrad.reference.dtypes import dtype_from_name, round_to
 
 DTYPES = ["float16", "bfloat16", "float32"]
 ROUTED = [  # (op, geometry, input shape): overlapping windows, three or more per element

@@ -7,14 +7,14 @@ import importlib
 
 import pytest
 
-import reference
-from cases import catalogue, families
-from cases.ids import geometry_tag, parse_id
-from reference import OPS, PoolSpec
+from poolgrad import reference
+from poolgrad.cases import catalogue, families
+from poolgrad.cases.ids import geometry_tag, parse_id
+from poolgrad.reference import OPS, PoolSpec
 
 CASES = catalogue()
 # The module, which `cases.catalogue` (the function) shadows as an attribute.
-catalogue_module = importlib.import_module("cases.catalogue")
+catalogue_module = importlib.import_module("poolgrad.cases.catalogue")
 
 
 def _same(a, b) -> bool:

@@ -13,15 +13,15 @@ import pytest
 
 from brute_windows import windows
 
-import reference
-from cases import catalogue, families
-from cases.families import Context, generate
-from cases.ids import parse_id
-from cases.windows import window_taps
-from reference import PoolSpec, output_shape, resolve
-from reference.dtypes import dtype_from_name
+from poolgrad import reference
+from poolgrad.cases import catalogue, families
+from poolgrad.cases.families import Context, generate
+from poolgrad.cases.ids import parse_id
+from poolgrad.cases.windows import window_taps
+from poolgrad.reference import PoolSpec, output_shape, resolve
+from poolgrad.reference.dtypes import dtype_from_name
 
-catalogue_module = importlib.import_module("cases.catalogue")
+catalogue_module = importlib.import_module("poolgrad.cases.catalogue")
 CASES = catalogue()
 
 

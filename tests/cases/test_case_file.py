@@ -8,9 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cases import CaseFileError, catalogue, load_case_file, routing_probe, write_case_file
-from cases.model import default_grad_output, make_case
-from reference import DTYPES, PoolSpec
+from poolgrad.cases import CaseFileError, catalogue, load_case_file, routing_probe, write_case_file
+from poolgrad.cases.model import default_grad_output, make_case
+from poolgrad.reference import DTYPES, PoolSpec
 
 
 def _bits(a: np.ndarray) -> bytes:

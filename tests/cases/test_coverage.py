@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from cases import coverage
-from cases.catalogue import geometry_rows
-from cases.ids import input_size, parse_geometry
-from reference import PoolSpec, resolve
+from poolgrad.cases import coverage
+from poolgrad.cases.catalogue import geometry_rows
+from poolgrad.cases.ids import input_size, parse_geometry
+from poolgrad.reference import PoolSpec, resolve
 
 GENERATED = coverage.generate()
 
 
 def test_committed_rows_and_doc_are_generated():
-    hint = "run: python -m cases.coverage --write"
+    hint = "run: python -m poolgrad.cases.coverage --write"
     assert coverage.GEOMETRIES_PATH.read_text() == coverage.render_toml(GENERATED), hint
     assert coverage.COVERAGE_DOC.read_text() == coverage.render_doc(GENERATED), hint
 

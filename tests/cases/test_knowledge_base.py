@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.registry import FRAMEWORKS
-from cases import findings, semantics
-from cases.history import version_range
+from poolgrad.adapters.registry import FRAMEWORKS
+from poolgrad.cases import findings, semantics
+from poolgrad.cases.history import version_range
 
 ROOT = Path(__file__).parents[2]
 KB = findings.load()
@@ -34,7 +34,7 @@ def test_the_knowledge_base_is_curated_not_a_dump():
 
 def test_the_committed_semantics_table_is_generated_from_the_knowledge_base():
     committed = (ROOT / "docs" / "SEMANTICS.md").read_text()
-    assert committed == semantics.markdown(KB), "run: python -m cases.semantics -o docs/SEMANTICS.md"
+    assert committed == semantics.markdown(KB), "run: python -m poolgrad.cases.semantics -o docs/SEMANTICS.md"
 
 
 def _history(per_release):
@@ -67,7 +67,7 @@ def test_loaded_findings_carry_their_measured_range(tmp_path):
 
 
 def test_the_committed_history_holds_counts_not_machine_paths():
-    text = (ROOT / "cases" / "data" / "history.json").read_text()
+    text = (ROOT / "poolgrad" / "cases" / "data" / "history.json").read_text()
     assert not re.search(r"/(work|tmp|root|home)/", text)
     hist = json.loads(text)
     assert {lane["framework"] for lane in hist["lanes"]} == set(FRAMEWORKS)

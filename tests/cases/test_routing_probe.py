@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-import reference
-from cases import catalogue, routing_probe
-from cases.model import default_grad_output, significand_bits
+from poolgrad import reference
+from poolgrad.cases import catalogue, routing_probe
+from poolgrad.cases.model import default_grad_output, significand_bits
 
 DTYPES = list(reference.DTYPES)
 

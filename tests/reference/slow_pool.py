@@ -1,6 +1,6 @@
 """A slow, obviously-correct pooling implementation: one Python iteration per window.
 
-Written from the PyTorch and TensorFlow documentation, independently of ``reference/`` (it
+Written from the PyTorch and TensorFlow documentation, independently of ``poolgrad/reference/`` (it
 imports nothing from it), so that agreement between the two means something. Specs are the
 case-file dicts that ``PoolSpec.from_dict`` takes.
 """

@@ -5,10 +5,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference import PoolSpec, SpecError, backward, forward
-from reference.accumulate import routed_sums_exact
-from reference.geometry import resolve
-from reference.taps import TapPlan
+from poolgrad.reference import PoolSpec, SpecError, backward, forward
+from poolgrad.reference.accumulate import routed_sums_exact
+from poolgrad.reference.geometry import resolve
+from poolgrad.reference.taps import TapPlan
 
 
 def arr(values, dtype):

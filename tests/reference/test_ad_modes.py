@@ -1,4 +1,4 @@
-"""reference.jvp and reference.double_backward: finite differences of forward and backward on
+"""poolgrad.reference.jvp and reference.double_backward: finite differences of forward and backward on
 tie-free inputs, the jvp/vjp dot-product identity under every policy (ties and NaN included),
 and hand-written examples at ties."""
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pool_strategies import OPS, inputs
-from reference import TIES, PoolSpec, SpecError, backward, double_backward, forward, jvp, resolve
+from poolgrad.reference import TIES, PoolSpec, SpecError, backward, double_backward, forward, jvp, resolve
 from test_reference_gradcheck import FEW, draw_case, tie_free
 
 STEP = 1e-6

@@ -1,4 +1,4 @@
-"""reference/properties.py: the case properties findings select on, one worked case each, and
+"""poolgrad/reference/properties.py: the case properties findings select on, one worked case each, and
 the SPEC.md table that names them."""
 
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference import PoolSpec
-from reference.properties import PROPERTIES, case_properties
+from poolgrad.reference import PoolSpec
+from poolgrad.reference.properties import PROPERTIES, case_properties
 
 NAN, INF = np.nan, np.inf
 K2 = {"op": "max_pool1d", "kernel_size": 2, "stride": 2}

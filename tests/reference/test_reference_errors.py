@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import PoolSpec, SpecError, backward, forward
+from poolgrad.reference import PoolSpec, SpecError, backward, forward
 
 X2 = np.zeros((1, 1, 4, 4))
 MAX2 = {"op": "max_pool", "kernel_size": 2}

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pool_strategies import OPS, shapes, specs
-from reference import PoolSpec, backward, forward
+from poolgrad.reference import PoolSpec, backward, forward
 from slow_pool import TooLarge, output_shape
 
 STEP = 1e-6

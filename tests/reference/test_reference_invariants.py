@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pool_strategies import inputs, shapes, specs
-from reference import PoolSpec, backward, forward
+from poolgrad.reference import PoolSpec, backward, forward
 from slow_pool import TooLarge, axis_windows, output_shape
 
 FEW = settings(max_examples=int(os.environ.get("POOLGRAD_EXAMPLES", 25)), deadline=None,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pool_strategies import DTYPES, inputs, routing_probe, shapes, specs
-from reference import PoolSpec, SpecError, backward, forward
+from poolgrad.reference import PoolSpec, SpecError, backward, forward
 from slow_pool import TooLarge, output_shape, pool, round_nearest_even
 
 POLICIES = [(tie, nan) for tie in ("first", "last", "all", "split") for nan in ("propagate", "ignore")]

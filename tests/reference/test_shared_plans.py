@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from reference import PoolSpec, SpecError, resolve
-from reference.taps import TapPlan, plan_for
+from poolgrad.reference import PoolSpec, SpecError, resolve
+from poolgrad.reference.taps import TapPlan, plan_for
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1})
 

@@ -6,8 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference import PoolSpec, backward, forward
-from reference.dtypes import round_to
+from poolgrad.reference import PoolSpec, backward, forward
+from poolgrad.reference.dtypes import round_to
 
 NAN, INF = np.nan, np.inf
 

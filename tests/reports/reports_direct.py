@@ -16,8 +16,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from reports.records import encode_array  # noqa: E402
-from reports.synthetic import tie_case  # noqa: E402
+from poolgrad.reports.records import encode_array  # noqa: E402
+from poolgrad.reports.synthetic import tie_case  # noqa: E402
 
 
 def nhwc(a):

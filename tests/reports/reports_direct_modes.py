@@ -17,10 +17,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from reference import PoolSpec  # noqa: E402
-from reports.records import encode_array  # noqa: E402
-from reports.synthetic import tie_case  # noqa: E402
-from verdicts.ad_modes import direction  # noqa: E402
+from poolgrad.reference import PoolSpec  # noqa: E402
+from poolgrad.reports.records import encode_array  # noqa: E402
+from poolgrad.reports.synthetic import tie_case  # noqa: E402
+from poolgrad.verdicts.ad_modes import direction  # noqa: E402
 
 
 def torch_modes(x, g, t):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reports import synthetic
-from reports.records import write_record
+from poolgrad.reports import synthetic
+from poolgrad.reports.records import write_record
 
 TIE_ID = "max_pool2d-k2s1-ties_overlap-float32"
 XSS_ID = "<img src=x onerror=alert(1)>"

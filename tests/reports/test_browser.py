@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import html
+from poolgrad.reports import html
 from reports_recorded import XSS_ID, run_records
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -1,6 +1,6 @@
 import re
 
-from reports import html, markdown
+from poolgrad.reports import html, markdown
 from reports_recorded import TIE_ID, XSS_ID, run_records
 
 

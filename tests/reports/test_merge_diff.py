@@ -3,9 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reports import synthetic
-from reports.__main__ import main
-from reports.records import read_results
+from poolgrad.reports import synthetic
+from poolgrad.reports.__main__ import main
+from poolgrad.reports.records import read_results
 from reports_recorded import TIE_ID, run_records, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +126,6 @@ def test_diff_reports_targets_gone(tmp_path, capsys):
 
 def test_cli_runs_as_a_module_and_refuses_bad_input_with_exit_2(tmp_path):
     (tmp_path / "bad.jsonl").write_text("not json\n")
-    r = subprocess.run([sys.executable, "-m", "reports", "build", str(tmp_path / "bad.jsonl"), "-o",
+    r = subprocess.run([sys.executable, "-m", "poolgrad.reports", "build", str(tmp_path / "bad.jsonl"), "-o",
                         str(tmp_path / "x.html")], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "bad.jsonl:1: not a JSON object" in r.stderr

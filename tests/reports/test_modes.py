@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters import registry
-from reports import html, markdown, reproducer, synthetic
-from reports.diff import diff
-from reports.merge import merge
-from reports.records import decode_array, encode_array
-from reports.schema import validate
+from poolgrad.adapters import registry
+from poolgrad.reports import html, markdown, reproducer, synthetic
+from poolgrad.reports.diff import diff
+from poolgrad.reports.merge import merge
+from poolgrad.reports.records import decode_array, encode_array
+from poolgrad.reports.schema import validate
 from reports_recorded import TIE_ID, run_records
 
 HERE = Path(__file__).parent

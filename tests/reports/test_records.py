@@ -4,8 +4,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reports import schema
-from reports.records import decode_array, encode_array, read_results, write_record
+from poolgrad.reports import schema
+from poolgrad.reports.records import decode_array, encode_array, read_results, write_record
 
 from reports_recorded import run_records, write
 
@@ -63,8 +63,8 @@ def test_a_bad_record_is_named_by_file_line_and_field(tmp_path, edit, words):
 
 
 def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_path):
-    from reports import synthetic
-    from reports.records import ResultsWriter, read_results
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import ResultsWriter, read_results
     spec, x, g = synthetic.tie_case()
     recs = [synthetic.result("tie", "ties", spec, x, g, framework=fw, variant=v, run_id="r", tie=tie)
             for fw, v, tie in (("torch", "eager", "first"), ("jax", "jit", "all"))]
@@ -88,7 +88,7 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
 
 def _written(tmp_path, recs):
     """The path of a results file ResultsWriter wrote ``recs`` to, and its lines."""
-    from reports.records import ResultsWriter
+    from poolgrad.reports.records import ResultsWriter
     path = tmp_path / "r.jsonl"
     with open(path, "w") as fh:
         writer = ResultsWriter(fh)
@@ -98,8 +98,8 @@ def _written(tmp_path, recs):
 
 
 def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
-    from reports import synthetic
-    from reports.records import ResultsWriter, read_results
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import ResultsWriter, read_results
     spec, x, g = synthetic.tie_case()
     recs = [{**synthetic.result("tie", "ties", spec, x, g, framework="torch", variant=v, run_id="r"),
              "call_properties": props}
@@ -113,8 +113,8 @@ def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
 
 
 def test_results_name_what_their_target_and_findings_records_already_say(tmp_path):
-    from reports import synthetic
-    from reports.records import ResultsWriter, read_results
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import ResultsWriter, read_results
     spec, x, g = synthetic.tie_case()
     finding = {"id": "torch-tie-last", "title": "ties go last", "link": "no upstream report"}
     recs = [{**synthetic.result("tie", "ties", spec, x, g, framework="torch", variant=v, run_id="r", tie="last"),
@@ -135,8 +135,8 @@ def test_results_name_what_their_target_and_findings_records_already_say(tmp_pat
 
 
 def test_an_unsupported_record_reads_as_one_result_per_case(tmp_path):
-    from reports import synthetic
-    from reports.records import ResultsWriter, read_results
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import ResultsWriter, read_results
     spec, x, g = synthetic.tie_case()
     ran = synthetic.result("tie", "ties", spec, x, g, framework="torch", variant="eager", run_id="r")
     path = tmp_path / "r.jsonl"

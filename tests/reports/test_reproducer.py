@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapters import registry
-from adapters.base import Target
-from reference import PoolSpec
-from reference.geometry import output_shape
-from reports import html, reproducer, synthetic
-from reports.records import decode_array
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import Target
+from poolgrad.reference import PoolSpec
+from poolgrad.reference.geometry import output_shape
+from poolgrad.reports import html, reproducer, synthetic
+from poolgrad.reports.records import decode_array
 
 HERE = Path(__file__).parent
 # Half-precision dtypes: the path where a script could round its input differently.

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from adapters.base import Target
-from cases import make_case
-from reference import PoolSpec
-from suite.ad_modes import selected
+from poolgrad.adapters.base import Target
+from poolgrad.cases import make_case
+from poolgrad.reference import PoolSpec
+from poolgrad.suite.ad_modes import selected
 
 
 def _case(op, family, dtype="float32"):

@@ -1,16 +1,16 @@
-"""suite/check.py with the knowledge base: findings select by what the case is, compose, and
+"""poolgrad/suite/check.py with the knowledge base: findings select by what the case is, compose, and
 never change the label a result gets."""
 
 import numpy as np
 import pytest
 
-from adapters.base import ERROR, OK, Outcome, Target
-from cases import make_case
-from cases.findings import FindingsError, Knowledge, Machine, _finding
-from reference import PoolSpec
-from suite.check import check
-from verdicts import Policy
-from verdicts.ad_modes import direction
+from poolgrad.adapters.base import ERROR, OK, Outcome, Target
+from poolgrad.cases import make_case
+from poolgrad.cases.findings import FindingsError, Knowledge, Machine, _finding
+from poolgrad.reference import PoolSpec
+from poolgrad.suite.check import check
+from poolgrad.verdicts import Policy
+from poolgrad.verdicts.ad_modes import direction
 
 TARGET = Target("tensorflow", "eager", "cpu")
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
@@ -183,7 +183,7 @@ def test_a_mode_record_is_judged_only_by_claims_on_it():
 
 
 def test_a_skip_reason_is_one_line_of_the_framework_message():
-    from suite.check import headline
+    from poolgrad.suite.check import headline
     traced = "in user code:\n\n    File \"x.py\", line 3, in f  *\n        y = pool(x)\n\n    TypeError: Expected string for argument 'padding'\n"
     assert headline(traced) == "in user code: … TypeError: Expected string for argument 'padding'"
     assert headline("pad should be at most half of effective kernel size\nmore") == \

@@ -4,17 +4,17 @@ finding and release, and the machine's oneDNN ISA cap is what findings scope on.
 
 import numpy as np
 
-from adapters.base import OK, Outcome, Target
-from cases import make_case
-from cases.findings import Knowledge, Machine, _finding, onednn_cap
-from reference import PoolSpec
-from reports import synthetic
-from reports.records import read_results, write_record
-from suite.characterize import propose
-from suite.check import check
-from suite.history import build
-from suite.replay import judge_record
-from verdicts import Policy
+from poolgrad.adapters.base import OK, Outcome, Target
+from poolgrad.cases import make_case
+from poolgrad.cases.findings import Knowledge, Machine, _finding, onednn_cap
+from poolgrad.reference import PoolSpec
+from poolgrad.reports import synthetic
+from poolgrad.reports.records import read_results, write_record
+from poolgrad.suite.characterize import propose
+from poolgrad.suite.check import check
+from poolgrad.suite.history import build
+from poolgrad.suite.replay import judge_record
+from poolgrad.verdicts import Policy
 
 TARGET = Target("torch", "eager", "cpu")
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})

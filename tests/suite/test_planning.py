@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reports.records import read_results
+from poolgrad.reports.records import read_results
 
 ROOT = Path(__file__).parents[2]
 

@@ -1,13 +1,13 @@
-"""suite/scheduling.py: work units keep batching groups whole and come heaviest first."""
+"""poolgrad/suite/scheduling.py: work units keep batching groups whole and come heaviest first."""
 
 import os
 import subprocess
 import sys
 import types
 
-from adapters.base import Target
-from cases import catalogue
-from suite import scheduling
+from poolgrad.adapters.base import Target
+from poolgrad.cases import catalogue
+from poolgrad.suite import scheduling
 
 COMPILE = Target("torch", "compile", "cpu")
 EAGER = Target("torch", "eager", "cpu")
@@ -65,7 +65,7 @@ def test_order_keeps_units_contiguous_heaviest_first_and_other_tests_last():
 
 def test_order_is_the_same_whatever_the_string_hashes():
     """xdist workers collect with different string hash seeds and must order alike."""
-    code = ("from suite import scheduling; from cases import catalogue; from adapters import registry; "
+    code = ("from poolgrad.suite import scheduling; from poolgrad.cases import catalogue; from poolgrad.adapters import registry; "
             "ts, cs = registry.all_targets(), catalogue()[:3]; "
             "print([scheduling.unit_cost(ts[i:], cs).hex() for i in range(len(ts))])")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from adapters.base import OK, Outcome
+from poolgrad.adapters.base import OK, Outcome
 from verdict_cases import case, outcome, under
-from verdicts import classify
-from verdicts.case import Case
-from verdicts.extended_policies import features
+from poolgrad.verdicts import classify
+from poolgrad.verdicts.case import Case
+from poolgrad.verdicts.extended_policies import features
 
 K3S1 = {"op": "max_pool", "kernel_size": 3, "stride": 1}
 ROW = [0, 1, 5, 2, 0, 0]  # windows [0 1 5] [1 5 2] [5 2 0] [2 0 0]: 5 wins three, 2 the last

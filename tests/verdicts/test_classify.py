@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from adapters.base import OK, Outcome, STATUSES
+from poolgrad.adapters.base import OK, Outcome, STATUSES
 from verdict_cases import case, outcome, under
-from verdicts import classify
+from poolgrad.verdicts import classify
 
 NAN = math.nan
 INF = math.inf

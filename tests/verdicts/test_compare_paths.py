@@ -7,9 +7,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cases.json_values import float_to_json
-from verdicts.compare import same_bits
-from verdicts.verdict import json_value
+from poolgrad.cases.json_values import float_to_json
+from poolgrad.verdicts.compare import same_bits
+from poolgrad.verdicts.verdict import json_value
 
 VALUES = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, 6e-8, 2.5, 65504.0]
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]

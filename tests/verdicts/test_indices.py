@@ -3,10 +3,10 @@ gradient the path returned."""
 
 import numpy as np
 
-from adapters.base import OK, Outcome
-from reference import PoolSpec
-from verdicts import classify
-from verdicts.indices import plane_indices
+from poolgrad.adapters.base import OK, Outcome
+from poolgrad.reference import PoolSpec
+from poolgrad.verdicts import classify
+from poolgrad.verdicts.indices import plane_indices
 
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
 X = np.array([[[1, 3, 2, 5], [7, 0, 4, 6]]], dtype=np.float32)      # N=1, C=2

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-import reference
-from adapters.base import OK, Outcome
+from poolgrad import reference
+from poolgrad.adapters.base import OK, Outcome
 from verdict_cases import case
-from verdicts import Policy
-from verdicts.ad_modes import classify_mode, direction
+from poolgrad.verdicts import Policy
+from poolgrad.verdicts.ad_modes import classify_mode, direction
 
 NAN = math.nan
 INF = math.inf

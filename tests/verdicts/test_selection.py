@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-import reference
-from reference import PoolSpec
-from verdicts.extended_policies import Policy
+from poolgrad import reference
+from poolgrad.reference import PoolSpec
+from poolgrad.verdicts.extended_policies import Policy
 
 SPECS = [
     {"op": "max_pool", "kernel_size": 3, "stride": 1, "padding": 1},

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-import reference
-from adapters.base import OK, Outcome
-from reference import PoolSpec
+from poolgrad import reference
+from poolgrad.adapters.base import OK, Outcome
+from poolgrad.reference import PoolSpec
 
 
 def case(spec_dict, row, dtype="float32"):

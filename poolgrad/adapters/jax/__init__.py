@@ -1,0 +1,69 @@
+"""JAX: how a spec becomes lax.reduce_window's window, or flax.linen's pooling arguments (pure:
+importing this does not import JAX, so collection and the reproducer use it too; adapter.py
+runs the call in a worker).
+
+Variants: eager, jit (reduce_window as a JAX user writes pooling) and flax (flax.linen's
+max_pool / avg_pool).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from poolgrad.reference.geometry import resolve
+
+from ..base import Unsupported
+
+VARIANTS = ("eager", "jit", "flax")
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """The window over the spatial axes: reduce_window's, or for flax what its pools take
+    (``pads`` is then the spec's padding string or (low, high) pairs)."""
+
+    kernel: tuple
+    stride: tuple
+    dilation: tuple
+    pads: tuple | str
+
+
+def reduce_window_args(spec, geom, spatial) -> Window | Unsupported:
+    """reduce_window's window over the spatial axes.
+
+    The right pad is the one that makes reduce_window's floor rule produce exactly geometry's
+    windows: in floor mode it is the spec's pad less any trailing padding no window reads; with
+    ceil_mode it adds the extra padding holding the partial last window. This is reduce_window's
+    own padding argument (not the input padded beforehand), and its padded elements take the
+    init value: -inf for max, 0 for add.
+    """
+    if spec.is_adaptive:
+        if any(length % out for length, out in zip(spatial, geom.out_shape)):
+            return Unsupported("jax has no adaptive pooling; non-uniform bins not expressible in reduce_window")
+        kernel = tuple(length // out for length, out in zip(spatial, geom.out_shape))
+        return Window(kernel, kernel, (1,) * len(kernel), ((0, 0),) * len(kernel))
+    pads = []
+    for length, out, k, s, d, (before, _) in zip(spatial, geom.out_shape, geom.kernel_size,
+                                                 geom.stride, geom.dilation, geom.pads):
+        right = (out - 1) * s + d * (k - 1) + 1 - length - before
+        pads.append((before, max(right, 0)))
+    return Window(geom.kernel_size, geom.stride, geom.dilation, tuple(pads))
+
+
+def plan(spec, variant: str, shape) -> Window | Unsupported:
+    """The window for an input of ``shape`` (N, C, *spatial), or why none exists."""
+    geom = resolve(spec, shape)
+    if variant != "flax":
+        return reduce_window_args(spec, geom, shape[2:])
+    if spec.op == "lp_pool":
+        return Unsupported("flax.linen has no Lp pooling")
+    if spec.is_adaptive:  # uniform bins are the window = stride = L / out call
+        return reduce_window_args(spec, geom, shape[2:])
+    if spec.ceil_mode:
+        return Unsupported("flax.linen pooling has no ceil_mode")
+    if any(d > 1 for d in geom.dilation):
+        return Unsupported("flax.linen pooling has no dilation (flax.linen.pool passes none to reduce_window)")
+    if spec.divisor_override is not None:
+        return Unsupported("flax.linen.avg_pool has no divisor_override")
+    return Window(geom.kernel_size, geom.stride, geom.dilation,
+                  spec.padding if isinstance(spec.padding, str) else geom.pads)

@@ -1,0 +1,56 @@
+"""Keras 3: how a spec becomes a Keras pooling layer (pure: importing this does not import
+Keras, so collection and the reproducer use it too; adapter.py calls the layer in a worker).
+
+The ``keras`` variant of torch, tensorflow and jax: MaxPooling{1,2,3}D, AveragePooling{1,2,3}D
+and AdaptiveMaxPooling / AdaptiveAveragePooling{1,2,3}D, channels_last. A spec Keras has no
+argument for (ceil_mode, dilation, Lp, explicit padding that is neither "same" nor "valid",
+...) is Unsupported with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from poolgrad.reference.geometry import padding_name, resolve
+
+from ..base import Unsupported
+
+LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
+               "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """A Keras pooling layer's class and arguments (hashable: layers are cached by it)."""
+
+    name: str                      # e.g. "MaxPooling2D"
+    pool_size: tuple | None
+    strides: tuple | None
+    padding: str | None            # "valid" | "same"
+    output_size: tuple | None      # adaptive layers
+
+
+def plan(spec, variant: str, shape) -> Layer | Unsupported:
+    """The Keras layer for a spec and input shape, or why none exists (``variant`` is "keras")."""
+    geom = resolve(spec, shape)
+    name = f"{LAYER_NAMES.get(spec.op, '')}{len(shape) - 2}D"
+    if spec.op not in LAYER_NAMES:
+        return Unsupported(f"Keras has no {spec.op} layer")
+    if spec.is_adaptive:
+        return Layer(name, None, None, None, geom.out_shape)
+    if spec.ceil_mode:
+        return Unsupported("Keras pooling layers have no ceil_mode")
+    if any(d > 1 for d in geom.dilation):
+        return Unsupported("Keras pooling layers have no dilation")
+    if spec.op == "avg_pool" and spec.divisor_override is not None:
+        return Unsupported("Keras average pooling has no divisor_override")
+    padding = padding_name(geom)
+    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
+        return Unsupported("Keras average pooling always excludes padding from the divisor "
+                           "(count_include_pad=True needs zero padding)")
+    if not isinstance(padding, str):
+        # Keras does not check the argument: pairs fail inside the layer (an AttributeError
+        # on TensorFlow), which is no refusal of Keras's.
+        return Unsupported(f"padding {list(geom.pads)} is neither 'same' nor 'valid' for this input, "
+                           f"and Keras pooling layers take only 'valid'/'same'")
+    return Layer(name, geom.kernel_size, geom.stride, padding.lower(), None)

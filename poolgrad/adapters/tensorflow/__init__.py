@@ -1,0 +1,65 @@
+"""TensorFlow: how a spec becomes a tf.nn pooling call (pure: importing this does not import
+TensorFlow, so collection and the reproducer use it too; adapter.py runs the call in a worker).
+
+Variants: eager, function (tf.function), xla (tf.function(jit_compile=True)), with_argmax
+(tf.nn.max_pool_with_argmax).
+
+Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
+exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
+emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
+Unsupported with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from poolgrad.reference.geometry import padding_name, resolve
+
+from ..base import Unsupported
+
+VARIANTS = ("eager", "function", "xla", "with_argmax")
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
+
+    api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "argmax"
+    op: str                  # spec.op
+    rank: int
+    kernel: tuple | None
+    stride: tuple | None
+    dilation: tuple | None
+    padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
+
+
+def plan(spec, variant: str, shape) -> Call | Unsupported:
+    """Map a spec onto the variant's TF API, or why none exists."""
+    geom = resolve(spec, shape)
+    rank = len(shape) - 2
+    if spec.op == "lp_pool":
+        return Unsupported("TensorFlow has no Lp pooling op")
+    if spec.is_adaptive:
+        return Unsupported("tf.nn has no adaptive pooling; only the Keras Adaptive*Pooling layers do (the keras variant)")
+    if spec.ceil_mode:
+        return Unsupported("TensorFlow pooling has no ceil_mode")
+    if spec.op == "avg_pool" and spec.divisor_override is not None:
+        return Unsupported("TensorFlow avg pooling has no divisor_override")
+    padding = padding_name(geom)
+    if spec.op == "avg_pool" and spec.count_include_pad and padding != "VALID":
+        return Unsupported("TensorFlow avg pooling always excludes padding from the divisor "
+                           "(count_include_pad=True needs zero padding)")
+    dilated = any(d > 1 for d in geom.dilation)
+    if variant == "with_argmax":
+        if spec.op != "max_pool" or rank != 2:
+            return Unsupported("tf.nn.max_pool_with_argmax is 2-D max pooling only")
+        if dilated:
+            return Unsupported("tf.nn.max_pool_with_argmax has no dilation")
+        api = "argmax"
+    else:
+        # tf.nn.pool is the one tf.nn path with dilation. Padding pairs go to every tf.nn call
+        # as they are: tf.nn refuses what it cannot take itself (see _refusal).
+        api = "pool" if dilated else "nn"
+    return Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)

@@ -1,0 +1,200 @@
+"""TensorFlow adapter: runs the call ``plan`` (poolgrad/adapters/tensorflow/__init__.py) makes of a spec
+in a worker process: tf.nn pooling (eager, tf.function, XLA) and max_pool_with_argmax (the
+Keras layers on TensorFlow are the keras adapter's, poolgrad/adapters/keras).
+
+Inputs arrive channels-first; TF pools channels-last (its CPU kernels implement only NHWC), so
+x and grad_output are transposed to N*C, pooled, and results transposed back. dX is
+``tape.gradient(y, x, output_gradients=grad_output)``, i.e. d/dx sum(y * grad_output).
+
+Arguments TF has and refuses (pairs where tf.nn takes only a string, tf.nn.pool's dilation
+with strides, XLA's explicit padding) are unsupported with TF's own message (_refused).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import functools  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
+from . import VARIANTS, Call, plan  # noqa: E402
+
+# One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
+# about it is noise in the worker's stderr.
+tf.get_logger().setLevel("ERROR")
+# The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
+tf.config.experimental.enable_tensor_float_32_execution(False)
+
+_ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
+                 "TF_ENABLE_ONEDNN_OPTS")
+
+
+def _pool_fn(call: Call):
+    """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
+    def tf_pad(pads):
+        return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
+    if call.api == "argmax":
+        # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
+        # include_batch_in_index=False), so a case's indices do not depend on its place in the
+        # stacked batch. With True, TF would add b*H*W*C.
+        return lambda x: tf.nn.max_pool_with_argmax(x, call.kernel, call.stride, tf_pad(call.padding),
+                                                    include_batch_in_index=False)
+    if call.api == "pool":
+        kind = "MAX" if call.op == "max_pool" else "AVG"
+        return lambda x: (tf.nn.pool(x, call.kernel, kind, strides=call.stride, padding=tf_pad(call.padding),
+                                     dilations=call.dilation), None)
+    fn = getattr(tf.nn, f"{call.op}{call.rank}d")
+    return lambda x: (fn(x, call.kernel, call.stride, tf_pad(call.padding)), None)
+
+
+def _forward_backward(pool, x, g):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y, idx = pool(x)
+    return y, tape.gradient(y, x, output_gradients=g), idx
+
+
+def _reverse(pool, x, g) -> dict:
+    y, dx, idx = _forward_backward(pool, x, g)
+    return {"forward": y, "grad_input": dx, "indices": idx}
+
+
+def _jvp(pool, x, g, tangent) -> dict:
+    """tf.autodiff.ForwardAccumulator for the tangent, GradientTape for the gradient."""
+    with tf.autodiff.ForwardAccumulator(x, tangent) as acc:
+        y, _ = pool(x)
+    # unconnected_gradients: TF's own zeros where nothing reaches the output
+    y_t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {"forward": y, "tangent_output": y_t, "grad_input": _forward_backward(pool, x, g)[1]}
+
+
+def _double_backward(pool, x, g, v) -> dict:
+    """A GradientTape around the GradientTape that computes dX."""
+    with tf.GradientTape() as outer:
+        outer.watch([x, g])
+        dx = _forward_backward(pool, x, g)[1]
+    by_g, by_x = outer.gradient(dx, [g, x], output_gradients=v,
+                                unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+_MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
+
+
+# How TensorFlow refuses a call's arguments: its Python API checks them (ValueError, TypeError:
+# tf.nn.pool's "`strides > 1` not supported in conjunction with `dilation_rate > 1`", "Expected
+# string for argument 'padding'"), an op's definition and its kernel's parameter checks refuse
+# them (InvalidArgumentError: "Top padding 3 needs to be smaller than the window size 2", a dtype
+# outside the op's list, "tensor_in must not be empty"), and the XLA bridge refuses what it does
+# not implement (UnimplementedError: "XLA does not support pooling ops with explicit padding").
+# A missing kernel is NotFoundError: an error on a call TF accepts.
+_REFUSALS = (ValueError, TypeError, tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
+
+
+def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
+    """Whether TensorFlow refused the call's arguments, as opposed to failing on a call it
+    accepts: the forward alone, on zeros of the input's shape and dtype (no data of the case's,
+    no gradient), raises one of _REFUSALS. It runs eagerly (a graph reports a missing kernel
+    as InvalidArgumentError too), or compiled for the xla variant, whose bridge has refusals
+    of its own."""
+    pool = _pool_fn(call)
+    forward = tf.function(pool, jit_compile=True) if variant == "xla" else pool
+    try:
+        with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+            forward(tf.constant(np.zeros_like(np.transpose(x, to_last))))
+    except _REFUSALS:
+        return True
+    except Exception:  # noqa: BLE001 - anything else the forward raises is no refusal
+        return False
+    return False
+
+
+def _onednn_enabled() -> bool | None:
+    """Effective oneDNN state (TF_ENABLE_ONEDNN_OPTS and platform default), via TF's own probe."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):   # private module: absent or renamed in other TF builds
+        return None
+
+
+class TensorFlowAdapter(ModeMethods):
+    framework = "tensorflow"
+    variants = VARIANTS
+
+    def __init__(self):
+        self._traced: dict = {}   # (variant, call, dtype, shape) -> tf.function
+        self.compiles = 0         # traces of tf.function / XLA functions so far
+
+    def version(self) -> str:
+        return tf.__version__
+
+    def devices(self) -> list[str]:
+        return ["cpu", "gpu"] if tf.config.list_physical_devices("GPU") else ["cpu"]
+
+    def environment(self) -> dict[str, Any]:
+        build = dict(tf.sysconfig.get_build_info())
+        gpus = tf.config.list_physical_devices("GPU")
+        env = {
+            "tensorflow": tf.__version__,
+            "cuda_build": build.get("cuda_version"),
+            "cudnn_build": build.get("cudnn_version"),
+            "is_cuda_build": build.get("is_cuda_build"),
+            "gpu": [tf.config.experimental.get_device_details(d).get("device_name", d.name) for d in gpus],
+            # oneDNN (default on for x86 Linux) swaps in other max-pool kernels with other
+            # tie/NaN routing, notably in graphs (function variant) and for 3-D pooling.
+            "onednn": _onednn_enabled(),
+        }
+        env.update({k: os.environ[k] for k in _ENV_SWITCHES if k in os.environ})
+        return env
+
+    def _compiled(self, variant, call, dtype, shape, mode):
+        key = (variant, call, dtype, shape, mode)
+        if key not in self._traced:
+            pool = _pool_fn(call)
+
+            def traced(*arrays):
+                result = mode(pool, *arrays)
+                self.compiles += 1   # Python side effect: once per completed trace, never per call
+                return result
+            self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
+        return self._traced[key]
+
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        mode = _MODES[method]
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
+        if device not in self.devices():
+            return Outcome(NO_DEVICE, message="no GPU visible to TensorFlow")
+        call = plan(spec, variant, x.shape)
+        if isinstance(call, Unsupported):
+            return Outcome(UNSUPPORTED, message=call.reason)
+        rank = x.ndim - 2
+        to_last = (0, *range(2, rank + 2), 1)
+        to_first = (0, rank + 1, *range(1, rank + 1))
+        info = {"device": device, "api": call.api}
+        try:
+            with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+                tensors = [tf.constant(np.transpose(a, to_last)) for a in (x, grad_output, *extra)]
+                if variant in ("function", "xla"):
+                    fn = self._compiled(variant, call, x.dtype, x.shape, mode)
+                else:
+                    fn = functools.partial(mode, _pool_fn(call))
+                arrays = {k: np.transpose(t.numpy(), to_first) for k, t in fn(*tensors).items() if t is not None}
+        except Exception as e:  # any TF failure is the framework's answer, reported as such
+            info["compiles"] = self.compiles
+            if _refused(call, variant, x, to_last, device):
+                return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
+            status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
+            return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
+        info["compiles"] = self.compiles
+        return Outcome(OK, info=info, **arrays)
+
+
+ADAPTER = TensorFlowAdapter()

@@ -1,0 +1,71 @@
+"""PyTorch: how a spec becomes torch's pooling arguments (pure: importing this does not import
+torch, so collection and the reproducer use it too; adapter.py runs the call in a worker).
+
+Variants:
+  eager           torch.nn.functional.<op><r>d
+  channels_last   the same call on channels_last / channels_last_3d tensors (2-D and 3-D only)
+  compile         torch.compile(<the eager call>, dynamic=False), inductor backend
+  module          the torch.nn module (nn.MaxPool2d, nn.LPPool3d, ...)
+  return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
+                  torch's int64 index: the flat position in each (n, c) plane's spatial dims
+
+A spec torch has no argument for (asymmetric or SAME-asymmetric pads, dilation outside
+max_pool, ...) is Unsupported with the reason, never emulated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from poolgrad.reference.geometry import resolve
+
+from ..base import Unsupported
+
+VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
+MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
+                "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
+CHANNELS_LAST_RANKS = (2, 3)
+
+
+def _sliding_arguments(spec, geom, rank: int) -> dict | Unsupported:
+    """Keyword arguments of the torch call for a sliding-window op, or why none exist."""
+    pads = geom.pads
+    if any(before != after for before, after in pads):
+        origin = " (SAME resolves to them)" if spec.padding == "SAME" else ""
+        return Unsupported(f"asymmetric padding {list(pads)}{origin}: torch pools take one symmetric pad per dim")
+    padding = tuple(before for before, _ in pads)
+    if spec.op != "max_pool" and any(d != 1 for d in geom.dilation):
+        return Unsupported(f"dilation {geom.dilation}: torch {spec.op} has no dilation")
+    kw: dict[str, Any] = {"kernel_size": geom.kernel_size, "stride": geom.stride, "ceil_mode": spec.ceil_mode}
+    if spec.op == "max_pool":
+        kw.update(padding=padding, dilation=geom.dilation)
+    elif spec.op == "avg_pool":
+        kw.update(padding=padding, count_include_pad=spec.count_include_pad)
+        if spec.divisor_override is not None:
+            if rank == 1:
+                return Unsupported("divisor_override: torch avg_pool1d has none")
+            kw["divisor_override"] = spec.divisor_override
+    else:
+        if any(padding):
+            return Unsupported(f"padding {padding}: torch lp_pool has no padding")
+        kw["norm_type"] = spec.norm_type
+    return kw
+
+
+def plan(spec, variant: str, shape) -> dict | Unsupported:
+    """The keyword arguments of the call (shared by the functional and nn.Module forms) for an
+    input of ``shape`` (N, C, *spatial), or why the spec is not expressible in this variant."""
+    rank = len(shape) - 2
+    if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS:
+        return Unsupported("channels_last: torch has no channels-last memory format for 1-D inputs")
+    if variant == "return_indices" and not spec.is_max:
+        return Unsupported(f"return_indices: torch {spec.op} returns no indices")
+    geom = resolve(spec, shape)
+    kw = {"output_size": geom.out_shape} if spec.is_adaptive else _sliding_arguments(spec, geom, rank)
+    if isinstance(kw, Unsupported):
+        return kw
+    if rank == 1:  # the 1-D calls take plain ints (lp_pool1d multiplies by kernel_size)
+        kw = {k: v[0] if isinstance(v, tuple) else v for k, v in kw.items()}
+    if variant == "return_indices":
+        kw["return_indices"] = True
+    return kw

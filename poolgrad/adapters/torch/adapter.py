@@ -1,0 +1,210 @@
+"""PyTorch adapter: runs the call ``plan`` (poolgrad/adapters/torch/__init__.py) makes of a spec, as the
+user would call it, in a worker process.
+
+A spec whose arguments torch refuses (pad larger than half the kernel, ...) is UNSUPPORTED with
+torch's own message (:func:`_refusal`). A spec the reference itself rejects raises its
+SpecError: that is a bad case, not framework behaviour. Anything else torch raises is ERROR.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters as dynamo_counters
+
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
+from . import MODULE_NAMES, VARIANTS, plan
+
+_CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
+
+# The GPU path must not take precision shortcuts the reference does not model.
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def _functional(op: str, rank: int, kw: dict):
+    fn = getattr(F, f"{op}{rank}d")
+
+    def call(t):
+        return fn(t, **kw)
+    return call
+
+
+def _module(op: str, rank: int, kw: dict):
+    return getattr(torch.nn, f"{MODULE_NAMES[op]}{rank}d")(**kw)
+
+
+def _fresh_code(fn):
+    """A copy of ``fn`` with its own code object. Dynamo caches compiled frames per code
+    object and, past its recompile limit, silently runs eager; every compiled closure would
+    share one code object, so each cache entry gets its own."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def _hashable(kw: dict) -> tuple:
+    return tuple(sorted(kw.items()))
+
+
+def to_torch(a: np.ndarray, device: str) -> torch.Tensor:
+    """NumPy (incl. ml_dtypes.bfloat16, which torch.from_numpy does not know) -> tensor."""
+    a = np.ascontiguousarray(a)
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a).to(device)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """Tensor -> channels-first NumPy of the same dtype, values untouched."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return np.ascontiguousarray(t.view(torch.int16).numpy()).view(ml_dtypes.bfloat16)
+    return np.ascontiguousarray(t.numpy())
+
+
+def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Exception | None:
+    """What torch raised refusing the call's arguments, or None: it accepts them (and whatever
+    failed, failed on a call torch accepts: an error).
+
+    torch checks a pooling call's arguments and shapes before any kernel runs
+    (torch/nn/functional.py, aten's pool2d_shape_check / avg_pool*'s checks: "pad should be at
+    most half of effective kernel size", "Output size is too small", ...), and those same
+    checks run for a tensor on the meta device, which has a shape, dtype and memory format but
+    no data and no kernels. A forward that also raises on a meta tensor was refused for its
+    arguments; one that fails only on data, in a kernel (a dtype without a CPU kernel), in the
+    backward or in inductor is an error. The compile variant is asked through the eager call
+    with the same arguments."""
+    meta = to_torch(x, "cpu").to("meta")
+    if variant == "channels_last":
+        meta = meta.contiguous(memory_format=_CHANNELS_LAST[rank])
+    try:
+        (_module(op, rank, kw) if variant == "module" else _functional(op, rank, kw))(meta)
+    except Exception as refusal:  # torch refuses with RuntimeError, ValueError or TypeError
+        return refusal
+    return None
+
+
+class TorchAdapter(ModeMethods):
+    framework = "torch"
+    variants = VARIANTS
+
+    def __init__(self):
+        self._compiled: dict[tuple, Any] = {}
+
+    def version(self) -> str:
+        return torch.__version__
+
+    def devices(self) -> list[str]:
+        return ["cpu", "gpu"] if torch.cuda.is_available() else ["cpu"]
+
+    def environment(self) -> dict[str, Any]:
+        gpu = torch.cuda.is_available()
+        return {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if gpu else None,
+            "gpu_name": torch.cuda.get_device_name(0) if gpu else None,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "num_threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+        }
+
+    def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
+        mode = _MODES[method]
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown torch variant {variant!r}; known: {', '.join(VARIANTS)}")
+        if device == "gpu" and not torch.cuda.is_available():
+            return Outcome(NO_DEVICE, message="no CUDA device present")
+        rank = x.ndim - 2
+        kw = plan(spec, variant, x.shape)
+        if isinstance(kw, Unsupported):
+            return Outcome(UNSUPPORTED, message=kw.reason)
+        dev = "cuda" if device == "gpu" else "cpu"
+        try:
+            return self._execute(self._callable(spec.op, rank, kw, variant, x, dev, mode), variant, rank,
+                                 dev, x, grad_output, *extra)
+        except Exception as e:  # whatever torch raised is the result
+            refusal = _refusal(spec.op, rank, kw, variant, x)
+            if refusal is not None:  # for compile: torch's own check, without dynamo's wrapping
+                return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
+            return Outcome(UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR,
+                           message=f"{type(e).__name__}: {e}")
+
+    def _callable(self, op, rank, kw, variant, x, dev, mode):
+        """tensors -> the mode's arrays. For compile, torch.compile compiles the pooling call,
+        or for jvp the whole mode (torch.func transforms trace into one graph); reverse and
+        double backward differentiate the compiled call, as a user's training step would."""
+        with_indices = variant == "return_indices"
+        if variant == "module":
+            return functools.partial(mode, _module(op, rank, kw), with_indices)
+        if variant != "compile":
+            return functools.partial(mode, _functional(op, rank, kw), with_indices)
+        # Keyed on everything that would make dynamo recompile, so each entry compiles once.
+        key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev, mode is _jvp)
+        if key not in self._compiled:
+            torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
+            pool = _functional(op, rank, kw)
+            if mode is _jvp:
+                def whole(*tensors):
+                    return mode(pool, with_indices, *tensors)
+                self._compiled[key] = torch.compile(_fresh_code(whole), dynamic=False)
+            else:
+                self._compiled[key] = torch.compile(_fresh_code(pool), dynamic=False)
+        if mode is _jvp:
+            return self._compiled[key]
+        return functools.partial(mode, self._compiled[key], with_indices)
+
+    def _execute(self, computation, variant, rank, dev, x, grad_output, *extra) -> Outcome:
+        tensors = [to_torch(a, dev) for a in (x, grad_output, *extra)]
+        if variant == "channels_last":
+            tensors = [t.contiguous(memory_format=_CHANNELS_LAST[rank]) for t in tensors]
+        arrays = computation(*tensors)
+        info: dict[str, Any] = {"device_name": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"}
+        if variant == "compile":
+            info["compiles"] = dynamo_counters["stats"]["unique_graphs"]
+        if variant == "channels_last" and "forward" in arrays:
+            info["output_channels_last"] = arrays["forward"].is_contiguous(memory_format=_CHANNELS_LAST[rank])
+        return Outcome(OK, info=info, **{k: to_numpy(t) for k, t in arrays.items() if t is not None})
+
+
+def _first(fn, with_indices: bool):
+    return (lambda t: fn(t)[0]) if with_indices else fn
+
+
+def _reverse(fn, with_indices, xt, gt) -> dict:
+    xt.requires_grad_(True)
+    result = fn(xt)
+    y, indices = result if with_indices else (result, None)
+    y.backward(gt)
+    return {"forward": y, "grad_input": xt.grad, "indices": indices}
+
+
+def _jvp(fn, with_indices, xt, gt, tangent) -> dict:
+    """torch.func.jvp for the tangent, torch.func.vjp for the gradient (compiled together in
+    the compile variant)."""
+    pool = _first(fn, with_indices)
+    y, y_t = torch.func.jvp(pool, (xt,), (tangent,))
+    _, vjp = torch.func.vjp(pool, xt)
+    return {"forward": y, "tangent_output": y_t, "grad_input": vjp(gt)[0]}
+
+
+def _double_backward(fn, with_indices, xt, gt, v) -> dict:
+    """autograd.grad with create_graph=True, then autograd.grad of sum(dX * v)."""
+    xt.requires_grad_(True)
+    gt.requires_grad_(True)
+    (dx,) = torch.autograd.grad(_first(fn, with_indices)(xt), xt, gt, create_graph=True)
+    # materialize_grads: torch's own zeros where sum(dx * v) does not depend on an input
+    by_g, by_x = torch.autograd.grad(dx, (gt, xt), v, allow_unused=True, materialize_grads=True)
+    return {"grad_input": dx, "grad_grad_output": by_g, "grad_grad_input": by_x}
+
+
+_MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
+
+
+ADAPTER = TorchAdapter()

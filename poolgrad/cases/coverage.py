@@ -1,0 +1,233 @@
+"""Geometry coverage as data: every pair of boundary values of each op's geometry parameters.
+
+The model below names, per op, the parameters users vary and their boundary values (global
+pooling, kernel = input, stride 1 and > kernel, padding 0 and the largest torch allows, SAME
+and asymmetric pads, dilation, ceil_mode with and without an overhanging window, one-element
+and non-square inputs, every rank and dtype). A pairwise covering array (allpairspy) picks
+rows so that every *feasible* pair of values meets in some row; a pair is feasible when some
+valid full row holds it, which is decided by enumerating the (small) full product.
+
+    python -m poolgrad.cases.coverage            print what poolgrad/cases/data/geometries.toml covers
+    python -m poolgrad.cases.coverage --write    regenerate poolgrad/cases/data/geometries.toml and docs/COVERAGE.md
+
+Each row is one geometry (op, rank, dtype, spatial size): one framework call that carries
+every value family of poolgrad/cases/data/families.toml at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+from pathlib import Path
+
+from allpairspy import AllPairs
+
+from poolgrad.reference import DTYPES as REFERENCE_DTYPES, PoolSpec, SpecError, resolve
+
+from .catalogue import GEOMETRIES_PATH, geometry_rows as load
+from .ids import DEFAULT_SIZE, geometry_tag, parse_geometry
+
+COVERAGE_DOC = Path(__file__).parents[2] / "docs" / "COVERAGE.md"
+
+# The spatial size of each size class per rank (the "even" class is the catalogue's default).
+SIZES = {
+    "even": DEFAULT_SIZE,
+    "odd": {1: (7,), 2: (7, 7), 3: (5, 5, 5)},
+    "one_element": {1: (1,), 2: (1, 6), 3: (1, 4, 3)},
+    "non_square": {1: (11,), 2: (7, 4), 3: (5, 3, 4)},
+}
+DTYPES = tuple(REFERENCE_DTYPES)
+_COMMON = {"rank": (1, 2, 3), "size": tuple(SIZES), "dtype": DTYPES}
+_WINDOW = {"kernel": ("1", "2", "3", "input"), "stride": ("1", "kernel", "over_kernel"),
+           "padding": ("0", "max", "SAME", "asymmetric"), "ceil_mode": ("off", "overhang", "no_overhang")}
+# Parameters and boundary values per op (order matters only for reading the rows).
+MODEL = {
+    "max_pool": {**_COMMON, **_WINDOW, "dilation": ("1", "2")},
+    "avg_pool": {**_COMMON, **_WINDOW, "count_include_pad": ("true", "false"),
+                 "divisor_override": ("none", "1", "5")},
+    "lp_pool": {**_COMMON, **{k: v for k, v in _WINDOW.items() if k != "padding"}, "norm_type": ("1", "2", "3")},
+    "adaptive_max_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
+    "adaptive_avg_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
+}
+
+
+# Geometries every value family meets in every rank and dtype (no pairwise array promises a
+# triple such as "3-D, float16, overlapping windows"): the pooling users write most, overlap,
+# padding, and bins that share elements.
+CORE = {
+    "max_pool": [("k2s2", "even"), ("k3s1", "even"), ("k3s2p1", "even")],
+    "avg_pool": [("k3s2p1", "even")],
+    "lp_pool": [("k2s2n2", "even")],
+    "adaptive_max_pool": [("o3", "odd")],
+    "adaptive_avg_pool": [("o3", "odd")],
+}
+
+
+def spec_fields(op: str, row: dict) -> dict | None:
+    """The PoolSpec.from_dict fields of a full row, or None where the row is not a valid
+    geometry (no window, a value class that does not exist for its kernel, a ceil_mode class
+    its numbers do not meet)."""
+    size = SIZES[row["size"]][row["rank"]]
+    if "output_size" in row:
+        per_dim = {"1": [1] * len(size), "input": list(size), "half": [max(1, n // 2) for n in size],
+                   "non_dividing": [3 if n % 3 else 2 for n in size], "over_input": [n + 1 for n in size]}
+        out = per_dim[row["output_size"]]
+        if row["output_size"] == "non_dividing" and not any(n % o for n, o in zip(size, out)):
+            return None
+        return {"output_size": out}
+    kernel = list(size) if row["kernel"] == "input" else [int(row["kernel"])] * len(size)
+    stride = {"1": [1] * len(size), "kernel": kernel, "over_kernel": [k + 1 for k in kernel]}[row["stride"]]
+    fields: dict = {"kernel_size": kernel, "stride": stride}
+    pad_class = row.get("padding", "0")
+    if pad_class == "max":
+        if max(kernel) < 2:
+            return None  # the largest padding of a 1-tap window is 0: the "0" class
+        fields["padding"] = [k // 2 for k in kernel]
+    elif pad_class == "SAME":
+        fields["padding"] = "SAME"
+    elif pad_class == "asymmetric":
+        if max(kernel) < 2:
+            return None
+        fields["padding"] = [[0, 1]] * len(size)
+    if row.get("dilation", "1") != "1":
+        if max(kernel) < 2:
+            return None
+        fields["dilation"] = int(row["dilation"])
+    if row["ceil_mode"] != "off":
+        if pad_class == "SAME":
+            return None
+        fields["ceil_mode"] = True
+    if row.get("count_include_pad") == "false":
+        if pad_class == "0":
+            return None  # nothing to exclude: the same geometry as "true"
+        fields["count_include_pad"] = False
+    if row.get("divisor_override", "none") != "none":
+        fields["divisor_override"] = int(row["divisor_override"])
+    if "norm_type" in row:
+        fields["norm_type"] = float(row["norm_type"])
+    try:
+        spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
+        geom = resolve(spec, (1, 1, *size))
+    except SpecError:
+        return None
+    if min(geom.out_shape) < 1:
+        return None
+    if row["ceil_mode"] != "off":
+        floor = resolve(PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields, "ceil_mode": False}),
+                        (1, 1, *size))
+        if (geom.out_shape != floor.out_shape) != (row["ceil_mode"] == "overhang"):
+            return None
+    return fields
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_rows(op: str) -> tuple[tuple, ...]:
+    names = list(MODEL[op])
+    return tuple(values for values in itertools.product(*MODEL[op].values())
+                 if spec_fields(op, dict(zip(names, values))) is not None)
+
+
+def _pairs(rows, n: int) -> set:
+    return {((i, row[i]), (j, row[j])) for row in rows for i, j in itertools.combinations(range(n), 2)}
+
+
+def covering_rows(op: str) -> list[dict]:
+    """allpairspy's covering array of the op's parameters, pruned to partial rows that some
+    valid full row extends, then completed: where pruning left a feasible pair out, the first
+    valid row holding it is added. Deterministic."""
+    names = list(MODEL[op])
+    valid = _valid_rows(op)
+    prefixes = {row[:n] for row in valid for n in range(1, len(names) + 1)}
+    rows = [tuple(r) for r in AllPairs([list(v) for v in MODEL[op].values()],
+                                      filter_func=lambda row: tuple(row) in prefixes)]
+    for pair in sorted(_pairs(valid, len(names)) - _pairs(rows, len(names)), key=str):
+        if pair not in _pairs(rows, len(names)):
+            rows.append(next(r for r in valid if all(r[i] == v for i, v in pair)))
+    return [dict(zip(names, row)) for row in rows]
+
+
+def geometry_row(op: str, row: dict) -> dict:
+    """The data a catalogue row holds: the op with rank, its geometry tag, size and dtype."""
+    fields = spec_fields(op, row)
+    spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
+    size = SIZES[row["size"]][row["rank"]]
+    return {"op": op, "rank": row["rank"], "tag": geometry_tag(spec, size), "size": list(size), "dtype": row["dtype"],
+            "classes": {k: str(v) for k, v in row.items() if k not in ("rank", "dtype")}}
+
+
+def coverage(op: str, rows: list[dict]) -> tuple[int, int]:
+    """(feasible pairs the rows cover, feasible pairs) for the op. A row covers every value
+    pair of every valid class row that comes out as its geometry (value classes coincide on
+    small inputs: output_size "1", "half" and "input" of a one-element dim)."""
+    names = list(MODEL[op])
+    valid = _valid_rows(op)
+    have = {(r["rank"], r["tag"], r["dtype"]) for r in rows}
+    realized = []
+    for v in valid:
+        g = geometry_row(op, dict(zip(names, v)))
+        if (g["rank"], g["tag"], g["dtype"]) in have:
+            realized.append(v)
+    feasible = _pairs(valid, len(names))
+    return len(_pairs(realized, len(names)) & feasible), len(feasible)
+
+
+def render_toml(rows_by_op: dict[str, list[dict]]) -> str:
+    lines = ["# Generated by `python -m poolgrad.cases.coverage --write` from the model in poolgrad/cases/coverage.py:",
+             "# a pairwise covering array of each op's geometry parameters. Do not edit by hand.", ""]
+    for op, rows in rows_by_op.items():
+        for r in rows:
+            classes = ", ".join(f'{k} = "{v}"' for k, v in r["classes"].items())
+            lines += [f"[[{op}]]", f'rank = {r["rank"]}', f'tag = "{r["tag"]}"', f'size = {r["size"]}',
+                      f'dtype = "{r["dtype"]}"', f"classes = {{ {classes} }}", ""]
+    return "\n".join(lines)
+
+
+def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
+    out = ["# Geometry coverage", "",
+           "Generated by `python -m poolgrad.cases.coverage --write`; the model (parameters and boundary values) is in",
+           "`poolgrad/cases/coverage.py`, the rows in `poolgrad/cases/data/geometries.toml`. Every row is one framework call that",
+           "carries every value family (ties, NaN, infinities, signed zeros, subnormals, ...) at once.", "",
+           "Core rows add the geometries every value family meets in every rank and dtype:",
+           ", ".join(f"{op} {' '.join(t for t, _ in tags)}" for op, tags in CORE.items()) + ".", "",
+           "| op | parameters: boundary values | rows | feasible pairs covered |", "| --- | --- | --- | --- |"]
+    for op, rows in rows_by_op.items():
+        covered, feasible = coverage(op, rows)
+        params = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in MODEL[op].items())
+        out.append(f"| {op} | {params} | {len(rows)} | {covered} / {feasible} |")
+    return "\n".join(out) + "\n"
+
+
+def generate() -> dict[str, list[dict]]:
+    """Every op's rows, less rows that repeat an earlier row's geometry, size and dtype (value
+    classes can coincide, e.g. padding "max" of a 2-tap window on a one-element dim)."""
+    out = {}
+    for op in MODEL:
+        rows = {}
+        for tag, size_class in CORE[op]:
+            for rank, dtype in itertools.product(_COMMON["rank"], DTYPES):
+                size = SIZES[size_class][rank]
+                spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank)})
+                r = {"op": op, "rank": rank, "tag": geometry_tag(spec, size), "size": list(size),
+                     "dtype": dtype, "classes": {"core": "true"}}
+                rows[(rank, r["tag"], dtype)] = r
+        for r in map(functools.partial(geometry_row, op), covering_rows(op)):
+            rows.setdefault((r["rank"], r["tag"], r["dtype"]), r)
+        out[op] = list(rows.values())
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m poolgrad.cases.coverage", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="regenerate the rows and docs/COVERAGE.md")
+    args = ap.parse_args(argv)
+    rows = generate() if args.write else load()
+    if args.write:
+        GEOMETRIES_PATH.write_text(render_toml(rows))
+        COVERAGE_DOC.write_text(render_doc(rows))
+    print(render_doc(rows), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

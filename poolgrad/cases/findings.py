@@ -1,0 +1,442 @@
+"""The knowledge base: what each framework path does where it departs from the spec.
+
+``poolgrad/cases/data/findings.toml`` holds one curated entry per behaviour of a framework path,
+written for the people who maintain the kernel: what it does, why (the kernel source), the
+upstream report or "no upstream report". Its scope names the target (framework, variants,
+devices), the ops and dtypes (globs), the CPU features or oneDNN state that decide it, and
+the *properties of the case* that trigger it (poolgrad/reference/properties.py), so a user's case is
+judged like the catalogue's. Its claim is a partial policy for the forward and/or the
+gradient (checked by re-running the reference under it), or a verdict (an error by type and
+message pattern). The releases a finding holds for come from the release lanes' history
+(poolgrad/cases/data/history.json, see poolgrad/cases/history.py), never from the entry itself.
+
+Judging one (case, target) result (:meth:`Knowledge.judge`): the findings in scope compose
+(their partial policies merge), so a case with NaNs *and* subnormals is explained by the two
+findings together; a divergence that the findings in scope explain is ``expected``; one that
+they do not explain is ``behaviour_changed``; one with no finding in scope is ``fail``. A
+conforming result never fails; a finding in scope that predicted a divergence there is
+reported as contradicted (the release fixed it, or its scope is too wide).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import itertools
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from poolgrad.reference.properties import PROPERTIES
+
+from .history import load_history, version_range
+
+DATA = Path(__file__).parent / "data"
+DEFAULT_PATH = DATA / "findings.toml"
+HISTORY_PATH = DATA / "history.json"
+
+POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate")
+CLAIM_VERDICTS = ("policy", "wrong", "error", "crash", "timeout", "unsupported")
+_FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
+           "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
+           "source", "link", "since", "modes"}
+MODES = ("backward", "jvp", "double_backward")
+NO_UPSTREAM = "no upstream report"
+
+
+class FindingsError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    framework: str
+    variants: tuple[str, ...]
+    devices: tuple[str, ...]
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    when: tuple[str, ...]              # case properties that must all hold ("!name": must not)
+    when_call: tuple[str, ...]         # properties of some case of the same framework call
+    cpu_features: tuple[str, ...]      # "avx512f" must be present, "!avx512f" absent
+    onednn_isa: tuple[str, ...]        # the same, over the features oneDNN may use
+    onednn: bool | None                # the framework's oneDNN state, where it decides
+    min_call_elements: int             # the framework call (cases stacked) has at least this many
+    verdict: str                       # "policy" or the claimed verdict
+    forward: dict                      # partial policies (keys of verdicts.Policy)
+    gradient: dict
+    error: tuple[tuple[str, ...], str] | None  # (exception types, message regex) of a failure claim
+    behaviour: str
+    source: str
+    link: str
+    since: str
+    versions: SpecifierSet = SpecifierSet()
+    # The derivatives it is about: "backward" (reverse mode), "jvp", "double_backward"; how its
+    # claim reads in each: :meth:`in_mode`.
+    modes: tuple[str, ...] = ("backward",)
+
+    # -- scope ---------------------------------------------------------------------------
+    def in_target(self, framework: str, variant: str, device: str, version: str, machine: "Machine") -> bool:
+        return (framework == self.framework and _any(variant, self.variants)
+                and _any(device, self.devices) and version_in(str(self.versions), version)
+                and _features_hold(self.cpu_features, machine.cpu_features)
+                and _features_hold(self.onednn_isa, machine.onednn_isa(framework))
+                and (self.onednn is None or machine.onednn.get(framework) == self.onednn))
+
+    def in_scope(self, op: str, dtype: str, properties: frozenset[str], call_elements: int = 0,
+                 call_properties=lambda: frozenset()) -> bool:
+        """``call_properties()``: the properties of every case of the framework call, united
+        (asked only by a finding with ``when_call``: a kernel that writes across cases)."""
+        return (_any(op, self.ops) and _any(dtype, self.dtypes) and _features_hold(self.when, properties)
+                and call_elements >= self.min_call_elements
+                and (not self.when_call or _features_hold(self.when_call, call_properties())))
+
+    def matches_failure(self, verdict: str, message: str) -> bool:
+        """A failure claim: the verdict, and for error/crash the type and message. A "wrong"
+        claim says only that the path diverges there by no fixed rule: any divergent result
+        that ran (whatever policy the search happens to name for it) matches, in an AD mode also
+        one whose modes disagree (inconsistent_modes: one side follows no rule), and one whose
+        indices point at no element of the forward (inconsistent_indices)."""
+        if self.verdict == "wrong":
+            return verdict in ("policy", "inconsistent", "inconsistent_modes", "inconsistent_indices", "wrong")
+        if verdict != self.verdict:
+            return False
+        if self.error is None:
+            return True
+        kinds, pattern = self.error
+        return message.startswith(kinds) and re.search(pattern, message) is not None
+
+    @property
+    def claims_policy(self) -> bool:
+        return self.verdict == "policy"
+
+    def in_mode(self, mode: str) -> "Finding | None":
+        """The finding as a claim on a record of ``mode`` (None: it claims nothing there), with
+        ``forward`` the policy of the record's own derivative and ``gradient`` the reverse mode's.
+
+        A record of an AD mode holds the mode's derivative and the reverse-mode gradient of the
+        same call. That gradient is the reverse mode's, so every finding that lists "backward"
+        claims it with its ``gradient`` (its ``forward`` is the forward pass, which the record
+        does not judge). The mode's own policy comes from the findings that list the mode: the
+        ``forward`` of one that does not list "backward" (the mode runs its own kernel), the
+        ``gradient`` of one that does (the mode follows the gradient's selection). A failure
+        claim holds in the modes it lists."""
+        if mode == "backward" or not self.claims_policy:
+            return self if mode in self.modes else None
+        if "backward" not in self.modes:
+            return dataclasses.replace(self, modes=(mode,)) if mode in self.modes else None
+        own = self.gradient if mode in self.modes else {}
+        if not (own or self.gradient):
+            return None
+        return dataclasses.replace(self, forward=own, modes=(mode,))
+
+    def claim_text(self) -> str:
+        if self.claims_policy:
+            first = "forward" if "backward" in self.modes else "/".join(self.modes)
+            parts = [f"{side} {policy_text(p)}" for side, p in ((first, self.forward), ("gradient", self.gradient)) if p]
+            return "policy: " + "; ".join(parts)
+        if self.error:
+            return f"{self.verdict}: {'|'.join(self.error[0])} /{self.error[1]}/"
+        return self.verdict
+
+    def summary(self) -> dict:
+        """What a results record carries of the finding that explained it."""
+        return {"id": self.id, "title": self.title, "link": self.link}
+
+
+def policy_text(p: dict) -> str:
+    """A (partial) policy as people read it: ``tie=last, nan=propagate``."""
+    return ", ".join(f"{k}={v}" for k, v in p.items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _any(value: str, patterns: tuple[str, ...]) -> bool:
+    # Asked for every finding of a target on every result: a few ops and dtypes, many times.
+    return any(fnmatch.fnmatchcase(value, p) for p in patterns)
+
+
+def _features_hold(required, present: frozenset[str]) -> bool:
+    """Every requirement holds: "name" present, "!name" absent, "a|b" either present."""
+    return all((r[1:] not in present) if r.startswith("!") else any(a in present for a in r.split("|"))
+               for r in required)
+
+
+@functools.lru_cache(maxsize=None)
+def version_in(versions: str, version: str) -> bool:
+    if not versions:
+        return True
+    try:
+        # Local labels (+cpu) do not change behaviour; compare the public version.
+        return SpecifierSet(versions).contains(Version(version).public, prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+# -- the machine ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """What decides ISA-dependent behaviour: the CPU's features, the cap a run put on oneDNN
+    (ONEDNN_MAX_CPU_ISA) and each framework's oneDNN state."""
+    cpu_features: frozenset[str] = frozenset()
+    onednn_cap: frozenset[str] | None = None   # features oneDNN may use; None: no cap
+    onednn_state: frozenset[tuple[str, bool]] = frozenset()  # (framework, oneDNN on)
+
+    @property
+    def onednn(self) -> dict[str, bool]:
+        return dict(self.onednn_state)
+
+    def onednn_isa(self, framework: str) -> frozenset[str]:
+        if self.onednn.get(framework) is False:
+            return frozenset()
+        return self.cpu_features if self.onednn_cap is None else self.cpu_features & self.onednn_cap
+
+    @classmethod
+    def from_environment(cls, env: dict) -> "Machine":
+        """From a results environment record (what the run recorded of the machine)."""
+        cap = env.get("onednn_max_cpu_isa")
+        return cls(frozenset(env.get("cpu_features") or ()),
+                   None if cap in (None, "") else onednn_cap(cap),
+                   frozenset((name, bool(state)) for name, fw in env.get("frameworks", {}).items()
+                             if (state := onednn_state(fw.get("environment", {}))) is not None))
+
+
+def onednn_state(framework_environment: dict) -> bool | None:
+    """Whether a framework's CPU kernels may go through oneDNN, from what its adapter reports
+    (TensorFlow: "onednn", PyTorch: "mkldnn")."""
+    for key in ("onednn", "mkldnn"):
+        if framework_environment.get(key) is not None:
+            return bool(framework_environment[key])
+    return None
+
+
+# oneDNN's ISA names (ONEDNN_MAX_CPU_ISA) and the CPU features each lets oneDNN use.
+_ISA_LEVELS = (
+    ("SSE41", ()), ("AVX", ("avx",)), ("AVX2", ("avx2",)), ("AVX2_VNNI", ("avx_vnni",)),
+    ("AVX2_VNNI_2", ("avx_vnni_int8", "avx_ne_convert")),
+    ("AVX512_CORE", ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd")),
+    ("AVX512_CORE_VNNI", ("avx512_vnni",)), ("AVX512_CORE_BF16", ("avx512_bf16",)),
+    ("AVX512_CORE_FP16", ("avx512_fp16",)), ("AVX512_CORE_AMX", ("amx_tile", "amx_bf16", "amx_int8")),
+    ("AVX512_CORE_AMX_FP16", ("amx_fp16",)),
+)
+# The CPU features poolgrad records: the ones x86 kernels dispatch pooling code on.
+DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+                     "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                     "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16")
+
+
+def onednn_cap(name: str) -> frozenset[str] | None:
+    """The features oneDNN may use under ONEDNN_MAX_CPU_ISA=name (None: no cap)."""
+    name = name.strip().upper()
+    if name in ("", "ALL", "DEFAULT"):
+        return None
+    levels = [lvl for lvl, _ in _ISA_LEVELS]
+    if name not in levels:
+        return None
+    allowed = set()
+    for lvl, feats in _ISA_LEVELS[: levels.index(name) + 1]:
+        # The AVX2_VNNI levels are not below AVX512_CORE in features oneDNN dispatches on.
+        if name.startswith("AVX512") and lvl.startswith("AVX2_VNNI"):
+            continue
+        allowed.update(feats)
+    return frozenset(allowed)
+
+
+# -- loading ----------------------------------------------------------------------------
+def _strings(fid, key, value, default) -> tuple[str, ...]:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise FindingsError(f"finding {fid!r}: field {key!r} must be a string or a list of strings")
+    return tuple(value)
+
+
+def _policy(fid, key, value) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) - set(POLICY_KEYS):
+        bad = sorted(set(value) - set(POLICY_KEYS)) if isinstance(value, dict) else [repr(value)]
+        raise FindingsError(f"finding {fid!r}: field {key!r} is a table of policy keys ({', '.join(POLICY_KEYS)}); "
+                            f"got {bad[0]}")
+    from poolgrad.verdicts import Policy  # validates the values (verdicts imports nothing from cases)
+    try:
+        Policy(**value)
+    except TypeError as e:
+        raise FindingsError(f"finding {fid!r}: field {key!r}: {e}") from None
+    return dict(value)
+
+
+def _finding(raw: dict, index: int) -> Finding:
+    fid = raw.get("id") or f"#{index}"
+    unknown = sorted(set(raw) - _FIELDS)
+    if unknown:
+        raise FindingsError(f"finding {fid!r}: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}")
+    for key in ("id", "title", "framework", "behaviour", "source", "link"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise FindingsError(f"finding {fid!r}: field {key!r} is required (a non-empty string)")
+    link = raw["link"].strip()
+    if link != NO_UPSTREAM and not link.startswith("https://"):
+        raise FindingsError(f"finding {fid!r}: field 'link' must be an https:// URL or {NO_UPSTREAM!r}")
+    when = _strings(fid, "when", raw.get("when"), ())
+    when_call = _strings(fid, "when_call", raw.get("when_call"), ())
+    for key, props in (("when", when), ("when_call", when_call)):
+        unknown_props = [a for p in props for a in p.lstrip("!").split("|") if a not in PROPERTIES]
+        if unknown_props:
+            raise FindingsError(f"finding {fid!r}: field {key!r}: unknown case property {unknown_props[0]!r}; "
+                                f"known: {', '.join(PROPERTIES)}")
+    policy = _policy(fid, "policy", raw.get("policy"))
+    forward = {**policy, **_policy(fid, "forward", raw.get("forward"))}
+    gradient = {**policy, **_policy(fid, "gradient", raw.get("gradient"))}
+    verdict = raw.get("verdict", "policy" if forward or gradient else None)
+    if verdict not in CLAIM_VERDICTS:
+        raise FindingsError(f"finding {fid!r}: claim a policy (policy/forward/gradient tables) or a 'verdict' "
+                            f"among {', '.join(CLAIM_VERDICTS[1:])}")
+    if verdict == "policy" and not (forward or gradient):
+        raise FindingsError(f"finding {fid!r}: verdict 'policy' needs a policy, forward or gradient table")
+    if verdict != "policy" and (forward or gradient):
+        raise FindingsError(f"finding {fid!r}: a {verdict!r} claim takes no policy tables")
+    error = raw.get("error")
+    if error is not None:
+        if not isinstance(error, dict) or set(error) - {"type", "message"}:
+            raise FindingsError(f"finding {fid!r}: field 'error' is {{type = \"NotImplementedError\", message = \"regex\"}}")
+        try:
+            re.compile(error.get("message", ""))
+        except re.error as e:
+            raise FindingsError(f"finding {fid!r}: field 'error.message' is not a regular expression: {e}") from None
+        error = (_strings(fid, "error.type", error.get("type"), ("",)), error.get("message", ""))
+    min_call = raw.get("min_call_elements", 0)
+    if not isinstance(min_call, int) or isinstance(min_call, bool) or min_call < 0:
+        raise FindingsError(f"finding {fid!r}: field 'min_call_elements' is a count of input elements")
+    modes = _strings(fid, "modes", raw.get("modes"), ("backward",))
+    if set(modes) - set(MODES):
+        raise FindingsError(f"finding {fid!r}: field 'modes': unknown mode {sorted(set(modes) - set(MODES))[0]!r}; "
+                            f"known: {', '.join(MODES)}")
+    if "backward" not in modes and gradient:
+        raise FindingsError(f"finding {fid!r}: a finding of modes {', '.join(modes)} claims the mode's policy with "
+                            f"'forward' only; the reverse-mode gradient of the same call is claimed by the findings "
+                            f"that list 'backward' (drop 'gradient'/'policy', or add 'backward' to 'modes')")
+    onednn = raw.get("onednn")
+    if onednn is not None and not isinstance(onednn, bool):
+        raise FindingsError(f"finding {fid!r}: field 'onednn' is true or false")
+    return Finding(
+        id=fid, title=raw["title"].strip(), framework=raw["framework"],
+        variants=_strings(fid, "variants", raw.get("variants"), ("*",)),
+        devices=_strings(fid, "devices", raw.get("devices"), ("*",)),
+        ops=_strings(fid, "ops", raw.get("ops"), ("*",)),
+        dtypes=_strings(fid, "dtypes", raw.get("dtypes"), ("*",)),
+        when=when, when_call=when_call, cpu_features=_strings(fid, "cpu_features", raw.get("cpu_features"), ()),
+        onednn_isa=_strings(fid, "onednn_isa", raw.get("onednn_isa"), ()), onednn=onednn,
+        min_call_elements=min_call,
+        verdict=verdict, forward=forward, gradient=gradient, error=error, modes=modes,
+        behaviour=" ".join(raw["behaviour"].split()), source=" ".join(raw["source"].split()),
+        link=link, since=" ".join(str(raw.get("since", "")).split()))
+
+
+def load(path: str | Path = DEFAULT_PATH, history: str | Path | None = HISTORY_PATH) -> "Knowledge":
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise FindingsError(f"{path}: cannot read the findings file: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise FindingsError(f"{path}: not valid TOML: {e}") from None
+    unknown = sorted(set(data) - {"finding"})
+    if unknown:
+        raise FindingsError(f"{path}: unknown table {unknown[0]!r}; entries are [[finding]] tables")
+    findings = [_finding(raw, i) for i, raw in enumerate(data.get("finding", []))]
+    ids = [f.id for f in findings]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise FindingsError(f"{path}: duplicate finding id {dupes[0]!r}")
+    hist = {}
+    if history is not None and Path(history).exists():
+        hist = load_history(history)
+        findings = [dataclasses.replace(f, versions=SpecifierSet(version_range(hist, f.id))) for f in findings]
+    return Knowledge(findings, hist)
+
+
+# -- judging ----------------------------------------------------------------------------
+@dataclasses.dataclass
+class Judgement:
+    outcome: str                     # pass | expected | behaviour_changed | fail | skipped
+    explained_by: list[Finding]
+    in_scope: list[Finding]
+    contradicted: list[Finding]      # in scope, and their claim does not hold here
+
+    @property
+    def claim(self) -> str:
+        return " + ".join(f"{f.id} ({f.claim_text()})" for f in self.in_scope)
+
+
+SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device")
+
+
+class Knowledge(list):
+    """The findings, in file order, with those that can apply to a target looked up once."""
+
+    def __init__(self, findings=(), history: dict | None = None):
+        super().__init__(findings)
+        self.history = history or {}
+        self._by_target: dict = {}
+
+    def for_target(self, framework, variant, device, version, machine: Machine) -> list[Finding]:
+        key = (framework, variant, device, version, machine)
+        if key not in self._by_target:
+            self._by_target[key] = [f for f in self if f.in_target(framework, variant, device, version, machine)]
+        return self._by_target[key]
+
+    def for_mode(self, framework, variant, device, version, machine: Machine, mode: str) -> list[Finding]:
+        """The findings of a target as claims on a record of ``mode`` (:meth:`Finding.in_mode`)."""
+        key = (framework, variant, device, version, machine, mode)
+        if key not in self._by_target:
+            views = (f.in_mode(mode) for f in self.for_target(framework, variant, device, version, machine))
+            self._by_target[key] = [f for f in views if f is not None]
+        return self._by_target[key]
+
+    def judge(self, candidates: list[Finding], op: str, dtype: str, properties, verdict: str,
+              message: str, holds, call_elements: int = 0, call_properties=lambda: frozenset()) -> Judgement:
+        """The outcome of one result. ``candidates``: the findings of its target
+        (:meth:`for_target`); ``holds(forward_policy, gradient_policy) -> bool``: whether the
+        result equals the reference under those (partial) policies; ``call_elements``: the
+        input elements of the framework call the case ran in; ``call_properties()``: the
+        properties of all cases of that call."""
+        scope = [f for f in candidates if f.in_scope(op, dtype, properties, call_elements, call_properties)]
+        if verdict in SKIPPED_VERDICTS and not any(f.verdict == verdict for f in scope):
+            return Judgement("skipped", [], scope, [])
+        if verdict == "conforms":
+            # Canonical behaviour never fails; a finding that predicted otherwise is reported.
+            return Judgement("pass", [], scope, [f for f in scope if not _claim_holds([f], verdict, message, holds)])
+        for subset in _subsets([f for f in scope if f.claims_policy]):
+            if _claim_holds(subset, verdict, message, holds):
+                return Judgement("expected", subset, scope, [])
+        failure = next((f for f in scope if not f.claims_policy and f.matches_failure(verdict, message)), None)
+        if failure is not None:
+            return Judgement("expected", [failure], scope, [])
+        if verdict in SKIPPED_VERDICTS:
+            return Judgement("skipped", [], scope, [])
+        return Judgement("behaviour_changed" if scope else "fail", [], scope, scope)
+
+
+def _subsets(findings: list[Finding]):
+    """Non-empty subsets, largest first, in file order: all findings in scope compose first;
+    a smaller set explains a result where a wider finding's trigger did not change anything."""
+    for r in range(len(findings), 0, -1):
+        yield from (list(c) for c in itertools.combinations(findings, r))
+
+
+def _claim_holds(findings: list[Finding], verdict: str, message: str, holds) -> bool:
+    if not all(f.claims_policy for f in findings):
+        return all(f.matches_failure(verdict, message) for f in findings)
+    if verdict not in ("conforms", "policy", "inconsistent", "inconsistent_modes", "wrong"):
+        return False
+    forward, gradient = {}, {}
+    for f in findings:
+        forward.update(f.forward)
+        gradient.update(f.gradient)
+    return holds(forward, gradient)

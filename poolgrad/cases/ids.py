@@ -1,0 +1,120 @@
+"""Case ids that read like the spec: ``<op><rank>d-<geometry>-<family>[-<variant>]-<dtype>``,
+e.g. ``max_pool2d-k3s1-ties_overlap-float16``, and the geometry tags inside them.
+
+A geometry tag is the spec's window in short form, in this order (defaults omitted):
+``k<kernel>s<stride>`` then ``p<pad>`` | ``p<before>_<after>`` | ``SAME``, ``d<dilation>``,
+``ceil``, ``cip0`` (count_include_pad false), ``div<divisor_override>``, ``n<norm_type>``;
+adaptive ops use ``o<output_size>``. A size that differs between spatial dims is written per
+dim, ``k7x4``. The input's spatial size ends the tag as ``i<size>`` (``i7x4``) unless it is
+the catalogue's default for the rank (8, 6x6, 4x4x4). A tag is both the definition and the id.
+"""
+
+from __future__ import annotations
+
+import re
+
+from poolgrad.reference import PoolSpec
+
+_N = r"\d+(?:x\d+)*"  # one size, or one per spatial dim
+_TAG = re.compile(
+    rf"^(?:o(?P<o>{_N})|k(?P<k>{_N})s(?P<s>{_N})"
+    rf"(?:p(?P<p>{_N})(?:_(?P<pa>\d+))?|(?P<same>SAME))?(?:d(?P<d>{_N}))?(?P<ceil>ceil)?"
+    rf"(?P<cip0>cip0)?(?:div(?P<div>\d+))?(?:n(?P<n>\d+(?:\.\d+)?))?)(?:i(?P<i>{_N}))?$")
+DEFAULT_SIZE = {1: (8,), 2: (6, 6), 3: (4, 4, 4)}
+
+
+def _sizes(text: str):
+    """``7`` -> 7, ``7x4`` -> [7, 4]."""
+    parts = [int(p) for p in text.split("x")]
+    return parts[0] if len(parts) == 1 else parts
+
+
+def _text(value) -> str:
+    """Inverse of :func:`_sizes`: one size where every dim agrees, else one per dim."""
+    if isinstance(value, tuple):
+        return str(value[0]) if len(set(value)) == 1 else "x".join(map(str, value))
+    return str(value)
+
+
+def parse_geometry(tag: str, rank: int) -> dict:
+    """The PoolSpec.from_dict fields a geometry tag stands for, for inputs of ``rank``."""
+    m = _TAG.match(tag)
+    if not m:
+        raise ValueError(f"not a geometry tag: {tag!r}")
+    if m["o"]:
+        return {"output_size": _sizes(m["o"])}
+    fields: dict = {"kernel_size": _sizes(m["k"]), "stride": _sizes(m["s"])}
+    if m["same"]:
+        fields["padding"] = "SAME"
+    elif m["pa"] is not None:
+        fields["padding"] = [[int(m["p"]), int(m["pa"])]] * rank
+    elif m["p"] is not None:
+        fields["padding"] = _sizes(m["p"])
+    if m["d"]:
+        fields["dilation"] = _sizes(m["d"])
+    if m["ceil"]:
+        fields["ceil_mode"] = True
+    if m["cip0"]:
+        fields["count_include_pad"] = False
+    if m["div"]:
+        fields["divisor_override"] = int(m["div"])
+    if m["n"]:
+        fields["norm_type"] = float(m["n"])
+    return fields
+
+
+def input_size(tag: str, rank: int) -> tuple[int, ...]:
+    """The spatial size a geometry tag names (its ``i`` suffix, else the rank's default)."""
+    m = _TAG.match(tag)
+    if not m:
+        raise ValueError(f"not a geometry tag: {tag!r}")
+    if not m["i"]:
+        return DEFAULT_SIZE[rank]
+    size = _sizes(m["i"])
+    return tuple(size) if isinstance(size, list) else (size,) * rank
+
+
+def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
+    """Inverse of :func:`parse_geometry` and :func:`input_size`."""
+    suffix = "" if size is None or tuple(size) == DEFAULT_SIZE[len(size)] else f"i{_text(tuple(size))}"
+    if spec.is_adaptive:
+        return f"o{_text(spec.output_size)}{suffix}"
+    tag = f"k{_text(spec.kernel_size)}s{_text(spec.stride)}"
+    pad = spec.padding
+    if pad == "SAME":
+        tag += "SAME"
+    elif isinstance(pad, tuple) and isinstance(pad[0], tuple):
+        if len(set(pad)) != 1:
+            raise ValueError(f"geometry tags write asymmetric padding only when every dim agrees, got {pad}")
+        tag += f"p{pad[0][0]}_{pad[0][1]}"
+    elif pad != 0 and set(pad if isinstance(pad, tuple) else (pad,)) != {0}:
+        tag += f"p{_text(pad)}"
+    if set(spec.dilation if isinstance(spec.dilation, tuple) else (spec.dilation,)) != {1}:
+        tag += f"d{_text(spec.dilation)}"
+    if spec.ceil_mode:
+        tag += "ceil"
+    if spec.op == "avg_pool" and not spec.count_include_pad:
+        tag += "cip0"
+    if spec.divisor_override is not None:
+        tag += f"div{spec.divisor_override}"
+    if spec.norm_type is not None:
+        tag += f"n{spec.norm_type:g}"
+    return tag + suffix
+
+
+def case_id(spec: PoolSpec, family: str, variant: str | None, size: tuple[int, ...] | None = None) -> str:
+    parts = [f"{spec.op}{spec.rank}d", geometry_tag(spec, size), family, variant, spec.dtype]
+    return "-".join(p for p in parts if p)
+
+
+def parse_id(case_id: str) -> dict:
+    """Split a catalogue id into ``spec`` (PoolSpec.from_dict fields), ``family``, ``variant``
+    and the input's spatial ``size``."""
+    parts = case_id.split("-")
+    if len(parts) not in (4, 5):
+        raise ValueError(f"not a catalogue id: {case_id!r}")
+    op, tag, family, *variant, dtype = parts
+    rank = int(op[-2])
+    spec = {"op": op, **parse_geometry(tag, rank), "dtype": dtype}
+    return {"spec": spec, "family": family, "variant": variant[0] if variant else None,
+            "size": input_size(tag, rank)}

@@ -1,0 +1,115 @@
+"""python -m poolgrad.reports: build, merge and diff poolgrad results (JSON-lines, poolgrad-results/1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import diff as diff_mod
+from . import html, markdown
+from .merge import merge, write_merged
+from .records import read_results
+from .schema import RecordError
+
+_EPILOG = """\
+Results files are what `pytest --results PATH` writes: one environment record per pytest
+process and one result record per (case, target). Examples:
+
+  # a report from one run, plus a Markdown summary for a CI page
+  python -m poolgrad.reports build out/results.jsonl -o out/report.html --markdown out/summary.md
+
+  # four CI shards and a GPU box become one file, then one report
+  python -m poolgrad.reports merge shard-*.jsonl gpu.jsonl -o merged.jsonl
+  python -m poolgrad.reports build merged.jsonl -o report.html
+
+  # release audit: what changed since the last release's results? (exit 1 if behaviour did)
+  python -m poolgrad.reports diff results-2.12.jsonl results-2.13.jsonl
+
+The format is documented in poolgrad/reports/FORMAT.md.
+"""
+
+
+def _build(args) -> int:
+    report = html.write_html(args.results, args.output, baseline=args.baseline)
+    print(f"{args.output}: {report.total} results, {len(report.divergences)} divergences")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown.render(report), encoding="utf-8")
+        print(f"{args.markdown}: Markdown summary")
+    return 0
+
+
+def _merge(args) -> int:
+    merged = merge(*read_results(args.results), keep_timing=args.keep_timing)
+    write_merged(merged, args.output)
+    print(f"{args.output}: {len(merged.environments)} environments, {len(merged.results)} results "
+          f"({merged.duplicates} duplicates dropped, {merged.conflicts} conflicting duplicates resolved, "
+          f"{merged.orphans} results without an environment)")
+    return 0
+
+
+def _diff(args) -> int:
+    d = diff_mod.diff(read_results(args.baseline), read_results(args.new))
+    if args.json:
+        print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(diff_mod.format_text(d, args.baseline, args.new))
+    return 1 if d.behaviour_changed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m poolgrad.reports", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
+        description="Turn poolgrad results into reports, join results from several machines or shards, "
+                    "and compare two runs.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="write the self-contained HTML report (and a Markdown summary)",
+                       description="Write one self-contained HTML file (no network; opens from disk) with the "
+                                   "environment, the op x family matrix per target, policy fingerprints and a "
+                                   "drill-down with a reproducer script for every divergence. Several results "
+                                   "files are merged first, as `merge` does.")
+    b.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON lines)")
+    b.add_argument("-o", "--output", required=True, metavar="HTML", help="where to write the report")
+    b.add_argument("--markdown", metavar="MD", help="also write a Markdown summary (matrix and divergences) here")
+    b.add_argument("--baseline", nargs="+", metavar="OLD", help="results of an earlier run: the report gains a "
+                                                                "'changes against the baseline' section")
+    b.set_defaults(run=_build)
+
+    m = sub.add_parser("merge", help="join results from shards, machines and framework versions into one file",
+                       description="Join results files into one canonical file: the processes of one environment "
+                                   "(shards of a run, or the unsharded run) become one lane, identical records "
+                                   "collapse, and records are sorted by framework, version, variant, device and "
+                                   "case, so merging the shards of a run gives the same bytes as merging the "
+                                   "unsharded run.")
+    m.add_argument("results", nargs="+", metavar="RESULTS", help="results files (JSON lines)")
+    m.add_argument("-o", "--output", required=True, metavar="MERGED", help="where to write the merged JSON lines")
+    m.add_argument("--keep-timing", action="store_true",
+                   help="keep each record's duration_s (off by default: timing differs between runs of the same thing)")
+    m.set_defaults(run=_merge)
+
+    d = sub.add_parser("diff", help="what changed between a baseline and a new run (exit 1 if behaviour changed)",
+                       description="Compare two results sets record by record (matched by case and target): new "
+                                   "divergences, fixed ones, verdict, policy and expectation changes, moved wrong "
+                                   "gradients, targets added or gone, framework version and switch changes. Exit "
+                                   "status 1 when any target's behaviour changed, 0 otherwise (versions, switches "
+                                   "and coverage alone are reported but exit 0).")
+    d.add_argument("baseline", metavar="BASELINE", help="results of the earlier run")
+    d.add_argument("new", metavar="NEW", help="results of the run to audit")
+    d.add_argument("--json", action="store_true", help="print the changes as JSON instead of text")
+    d.set_defaults(run=_diff)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (RecordError, OSError) as e:
+        print(f"python -m poolgrad.reports {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

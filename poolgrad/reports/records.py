@@ -1,0 +1,312 @@
+"""Reading and writing results records (JSON Lines) and the array encoding they use.
+
+Arrays are nested lists in channels-first layout. Values that JSON cannot hold, and the sign
+of zero that a JSON number may lose, are the strings "nan", "inf", "-inf" and "-0.0".
+Every suite dtype (float16, bfloat16, float32, float64) widens exactly to float64, so a value
+is written as its float64 shortest repr and decodes back to the same bits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from poolgrad.cases.json_values import SPECIAL
+
+from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, RecordError,
+                     target_fields, validate)
+
+
+
+# Below this magnitude an integral float64 is written as a JSON integer ("3", not "3.0"): it
+# reads back as the same float, and most values in pooling cases are integral.
+_EXACT_INT = 2.0 ** 53
+
+
+def encode_array(a) -> list:
+    """A NumPy array as nested lists; floats use the special strings, integers stay ints."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iub":
+        return a.tolist()
+    f = a.astype(np.float64)
+    out = f.astype(object)
+    with np.errstate(invalid="ignore"):
+        integral = (np.abs(f) < _EXACT_INT) & (f == np.trunc(f))
+    out[integral] = f[integral].astype(np.int64).astype(object)
+    out[np.isnan(f)] = "nan"
+    out[f == np.inf] = "inf"
+    out[f == -np.inf] = "-inf"
+    out[(f == 0) & np.signbit(f)] = "-0.0"
+    return out.tolist()
+
+
+def decode_array(nested, dtype) -> np.ndarray:
+    """The inverse of encode_array: nested lists (with the special strings) to ``dtype``.
+
+    ``dtype`` may be a name ("bfloat16") or a NumPy dtype. A ragged list or an unknown string
+    raises ValueError.
+    """
+    dtype = _dtype(dtype)
+    obj = np.array(nested, dtype=object)
+    if obj.size and any(isinstance(v, list) for v in obj.flat):
+        raise ValueError("ragged nested list: every row must have the same length")
+    flat = obj.ravel()
+    out = np.empty(flat.shape, np.float64)
+    is_str = np.array([isinstance(v, str) for v in flat], dtype=bool)
+    for i in np.flatnonzero(is_str):
+        if flat[i] not in SPECIAL:
+            raise ValueError(f"unknown value {flat[i]!r} in an array; allowed strings: {', '.join(SPECIAL)}")
+        out[i] = SPECIAL[flat[i]]
+    out[~is_str] = flat[~is_str].astype(np.float64)
+    out = out.reshape(obj.shape)
+    return out.astype(dtype)
+
+
+def _dtype(dtype) -> np.dtype:
+    if isinstance(dtype, str):
+        from poolgrad.reference.dtypes import DTYPES
+        return DTYPES[dtype] if dtype in DTYPES else np.dtype(dtype)
+    return np.dtype(dtype)
+
+
+def _json_scalar(v):
+    """Non-finite metrics use the array strings: JSON has no NaN or infinity."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def dumps(rec: dict) -> str:
+    """One record as canonical JSON (sorted keys, no spaces): the same record, the same bytes."""
+    rec = {k: _json_scalar(v) for k, v in rec.items()}
+    return json.dumps(rec, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def write_record(fh, rec: dict) -> None:
+    """Append one record as a JSON line and flush, so a run that dies loses nothing written."""
+    fh.write(dumps(rec) + "\n")
+    fh.flush()
+
+
+class ResultsWriter:
+    """Writes a results file whose size follows cases, not targets x arrays: the first result
+    of a case is preceded by a ``case`` record (CASE_FIELDS: the spec and the case's arrays),
+    and every result record refers to it by case_id and carries only what the target produced:
+    its arrays where they differ from the reference (AGAINST_EXPECTED), findings by id (each
+    written once as a ``finding`` record), no field its target or case already says, no null
+    fields and no empty lists."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self._cases: dict[str, dict] = {}
+        self._findings: set[str] = set()
+        self._previous: dict[tuple, dict] = {}
+
+    def case(self, rec: dict) -> dict:
+        """The case record of ``rec``'s case (its CASE_FIELDS, and CASE_DEFAULTS from the
+        first result), written the first time the case is met."""
+        case = self._cases.get(rec["case_id"])
+        if case is None:
+            case = {"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS + CASE_DEFAULTS}}
+            self._cases[rec["case_id"]] = case
+            write_record(self.fh, {k: v for k, v in case.items() if not (k in CASE_DEFAULTS and v is None)})
+        return case
+
+    def write(self, rec: dict) -> None:
+        if rec["record"] == "result" and rec.get("input") is not None:
+            case = self.case(rec)
+            # A case default the result lacks is written as null: absent reads as the case's.
+            rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
+                k in CASE_DEFAULTS and v == case.get(k))}, case)
+            rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
+        if rec["record"] == "result":
+            rec = self._compact(rec)
+        rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
+        write_record(self.fh, self._delta(rec) if rec["record"] == "result" else rec)
+
+    def _delta(self, rec: dict) -> dict:
+        """The record as it differs from the last result of the same case, verdict and mode
+        (most of a conforming result is what the case's other conforming results say)."""
+        key = _delta_key(rec)
+        previous, self._previous[key] = self._previous.get(key), rec
+        if previous is None:
+            return rec
+        out = {k: v for k, v in rec.items() if k in _IDENTITY or previous.get(k, _ABSENT) != v}
+        unset = sorted(k for k in previous if k not in rec)
+        return {**out, DELTA: 1, **({UNSET: unset} if unset else {})}
+
+    def _compact(self, rec: dict) -> dict:
+        for f in rec.get("findings") or ():
+            if f["id"] not in self._findings:
+                self._findings.add(f["id"])
+                write_record(self.fh, {"record": "finding", **f})
+        derived = target_fields(rec["target"])
+        return {k: [f["id"] for f in v] if k == "findings" and v else v for k, v in rec.items()
+                if not (k in EMPTY_AS_ABSENT and v == [] or k in FROM_TARGET and v == derived[k])}
+
+
+def _against_expected(rec: dict, case: dict) -> dict:
+    same = []
+    for name, ref in AGAINST_EXPECTED.items():
+        got, want = rec.get(name), case.get(ref)
+        if got is None or want is None:
+            continue
+        if got == want:
+            same.append(name)
+            del rec[name]
+            continue
+        g, w = np.array(got, dtype=object).ravel(), np.array(want, dtype=object).ravel()
+        if g.shape == w.shape:
+            changed = [i for i in range(g.size) if g[i] != w[i] or type(g[i]) is not type(w[i])]
+            if 2 * len(changed) < g.size:  # a pair per changed cell: cheaper only when few change
+                rec[f"{name}_changes"] = [[i, g[i]] for i in changed]
+                del rec[name]
+    if same:
+        rec["as_expected"] = same
+    return rec
+
+
+def _restore(rec: dict, case: dict) -> dict:
+    """A result with its case's fields and its arrays whole again."""
+    # A case record holds what its writer moved there (older writers: the arrays only).
+    out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
+    for f in CASE_DEFAULTS:  # left out where it was the case's; written null where null
+        if f not in rec:
+            out[f] = case.get(f)
+    for name in out.pop("as_expected", None) or ():
+        out[name] = case[AGAINST_EXPECTED[name]]
+    for name, ref in AGAINST_EXPECTED.items():
+        changes = out.pop(f"{name}_changes", None)
+        if changes is not None:
+            want = np.array(case[ref], dtype=object)
+            flat = want.ravel().copy()
+            for i, v in changes:
+                flat[i] = v
+            out[name] = flat.reshape(want.shape).tolist()
+    return out
+
+
+# A result written as a delta (``ResultsWriter._delta``) says so, and lists the fields the
+# previous result of its case, verdict and mode had and it has not.
+DELTA, UNSET = "delta", "unset"
+# What a result is a result of: written in every result.
+_IDENTITY = frozenset({"record", "case_id", "target", "verdict", "mode"})
+_ABSENT = object()
+
+
+def _delta_key(rec: dict) -> tuple:
+    return rec["case_id"], rec["verdict"], rec.get("mode") or "backward"
+
+
+def _undelta(rec: dict, previous: dict) -> dict:
+    """A result whole again from its delta and the previous result of its key (as written)."""
+    if rec.get("record") == "result" and isinstance(rec.get("case_id"), str) and isinstance(rec.get("verdict"), str):
+        if rec.pop(DELTA, None):
+            before = previous.get(_delta_key(rec))
+            if before is None:
+                raise RecordError(f"result of case {rec['case_id']!r} is a delta, but no result of its case, "
+                                  f"verdict and mode comes before it")
+            unset = rec.pop(UNSET, ())
+            rec = {**{k: v for k, v in before.items() if k not in unset}, **rec}
+        previous[_delta_key(rec)] = rec
+    return rec
+
+
+def iter_file(path) -> Iterable[dict]:
+    """Validated records of one JSON-lines file; errors name the file and line."""
+    previous: dict[tuple, dict] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield validate(_undelta(json.loads(line), previous))
+            except json.JSONDecodeError as e:
+                raise RecordError(f"{path}:{lineno}: not a JSON object: {e.msg}") from None
+            except RecordError as e:
+                raise RecordError(f"{path}:{lineno}: {e}") from None
+
+
+def read_results(paths) -> tuple[list[dict], list[dict]]:
+    """(environments, results) of one or several results files, in file order; results are
+    whole again (their case's arrays filled in from the file's case records)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return split(rec for p in paths for rec in _joined(iter_file(p)))
+
+
+def _joined(records: Iterable[dict]) -> Iterable[dict]:
+    """Results whole again: their case's fields and arrays filled in from the file's case
+    records (within one file: case ids are a run's), findings from its finding records, and one
+    result per case of an ``unsupported`` record. Results written with their arrays inline
+    (before case records existed) pass through as they are."""
+    cases: dict[str, dict] = {}
+    findings: dict[str, dict] = {}
+    for rec in records:
+        if rec["record"] == "case":
+            cases[rec["case_id"]] = rec
+        elif rec["record"] == "finding":
+            findings[rec["id"]] = {k: v for k, v in rec.items() if k != "record"}
+        elif rec["record"] == "unsupported":
+            yield from (_joined_result(r, cases, findings) for r in unsupported_results(rec))
+        elif rec["record"] == "result":
+            yield _joined_result(rec, cases, findings)
+        else:
+            yield rec
+
+
+def _joined_result(rec: dict, cases: dict, findings: dict) -> dict:
+    if rec["case_id"] in cases and rec.get("input") is None:
+        rec = _restore(rec, cases[rec["case_id"]])
+    elif rec.get("spec") is None:
+        raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")
+    if rec.get("findings"):
+        try:
+            rec["findings"] = [findings[f] if isinstance(f, str) else f for f in rec["findings"]]
+        except KeyError as e:
+            raise RecordError(f"result of case {rec['case_id']!r} names finding {e.args[0]!r}, which no "
+                              f"finding record before it describes") from None
+    for f in CASE_DEFAULTS:
+        rec.setdefault(f, None)
+    for f in EMPTY_AS_ABSENT:
+        if rec.get(f) is None:
+            rec[f] = []
+    return rec
+
+
+def unsupported_results(rec: dict) -> list[dict]:
+    """The result records an ``unsupported`` record stands for, one per case it names."""
+    return [validate({"record": "result", "run_id": rec["run_id"], "case_id": case_id, "target": rec["target"],
+                      **target_fields(rec["target"]), "framework_version": rec.get("framework_version") or "",
+                      "verdict": "unsupported", "outcome": "skipped", "policy": None,
+                      "call_shape": None, "call_properties": None,  # no call was made
+                      "message": f"unsupported: {rec['reason']}", "framework_message": rec["reason"]})
+            for case_id in rec["case_ids"]]
+
+
+def split(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
+    envs, results = [], []
+    for rec in records:
+        if rec["record"] == "environment":
+            envs.append(rec)
+        elif rec["record"] == "result":
+            results.append(rec)
+    return envs, results
+
+
+def load(source) -> tuple[list[dict], list[dict]]:
+    """(environments, results) from paths or from records already in memory (the plugin's)."""
+    if isinstance(source, (str, os.PathLike)):
+        return read_results([source])
+    items = list(source)
+    if items and all(isinstance(s, (str, os.PathLike)) for s in items):
+        return read_results([Path(s) for s in items])
+    try:
+        return split(_joined(validate(r) for r in items))
+    except RecordError as e:
+        raise RecordError(f"in-memory record: {e}") from None

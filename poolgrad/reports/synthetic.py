@@ -1,0 +1,71 @@
+"""Synthetic but realistic results records, for the project's tests and the scale benchmark.
+
+Gradients come from the reference under a chosen policy (never from a framework), so a record
+says "this target behaves like tie=last" exactly as a real run would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poolgrad.reference import PoolSpec, backward, forward
+from poolgrad.reference.dtypes import DTYPES
+
+from .records import encode_array
+from .schema import SCHEMA
+
+VERSIONS = {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "jax": "0.10.2"}
+
+
+def environment(run_id: str, *, shard=None, versions=None, switches=None, date="2026-01-01T00:00:00+00:00") -> dict:
+    versions = versions or VERSIONS
+    return {"record": "environment", "schema": SCHEMA, "run_id": run_id, "shard": shard,
+            "suite_version": "0.1.0", "suite_commit": "0123456789abcdef0123456789abcdef01234567",
+            "date": date, "python": "3.11.2", "numpy": "2.4.6", "platform": "Linux-x86_64",
+            "cpu": "Synthetic CPU @ 2.0GHz",
+            "frameworks": {name: {"version": v, "devices": ["cpu"], "environment": {}} for name, v in versions.items()},
+            "env_switches": dict(switches or {})}
+
+
+def _cells(a: np.ndarray, b: np.ndarray) -> list[list[int]]:
+    same = (a.view(np.uint8).reshape(*a.shape, -1) == b.view(np.uint8).reshape(*b.shape, -1)).all(-1)
+    return [list(map(int, i)) for i in np.argwhere(~same)[:64]]
+
+
+def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, *, framework: str,
+           variant: str, run_id: str, device: str = "cpu", version: str | None = None,
+           tie: str = "first", nan: str = "propagate", grad_input: np.ndarray | None = None,
+           verdict: str | None = None, findings: list | None = None, outcome: str | None = None,
+           message: str = "") -> dict:
+    """One result record; the framework's gradient is the reference's under (tie, nan) unless
+    ``grad_input`` is given. The verdict is inferred unless given."""
+    ps = PoolSpec.from_dict(spec)
+    ref = backward(ps, x, g)
+    got = backward(ps, x, g, tie=tie, nan=nan) if grad_input is None else grad_input
+    cells = _cells(ref, got)
+    if verdict is None:
+        verdict = "conforms" if not cells else "policy"
+    policy = {"tie": tie, "nan": nan} if ps.is_max and verdict in ("conforms", "policy") else None
+    if outcome is None:
+        outcome = "expected" if findings else ("pass" if verdict == "conforms" else "fail")
+    fwd = forward(ps, x)
+    return {
+        "record": "result", "run_id": run_id, "case_id": case_id, "family": family,
+        "op": f"{ps.op}{x.ndim - 2}d", "spec": ps.to_dict(), "dtype": ps.dtype or str(x.dtype),
+        "framework": framework, "framework_version": version or VERSIONS[framework], "variant": variant,
+        "device": device, "target": f"{framework}-{variant}-{device}", "verdict": verdict,
+        "policy": policy, "forward_policy": policy, "valid_subgradient": None if policy is None else True,
+        "findings": findings or [], "contradicts": [], "outcome": outcome,
+        "input": encode_array(x), "grad_output": encode_array(g), "forward": encode_array(fwd),
+        "expected_forward": encode_array(fwd), "grad_input": encode_array(got),
+        "expected_grad_input": encode_array(ref), "indices": None,
+        "max_abs_error": float(np.nanmax(np.abs(ref.astype(np.float64) - got.astype(np.float64)), initial=0.0)),
+        "max_ulp_error": None, "differing_cells": cells, "message": message or verdict, "duration_s": 0.001,
+    }
+
+
+def tie_case(dtype: str = "float32"):
+    """max_pool2d k2 s1 over a 3x3 input with ties inside and across windows; routing probe."""
+    x = np.array([[[[1, 3, 3], [3, 0, 2], [1, 1, -0.0]]]], dtype=DTYPES[dtype])
+    g = np.array([[[[1, 2], [4, 8]]]], dtype=DTYPES[dtype])
+    return {"op": "max_pool2d", "kernel_size": 2, "stride": 1, "dtype": dtype}, x, g

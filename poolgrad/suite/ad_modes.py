@@ -1,0 +1,51 @@
+"""The AD modes in a run: which (case, target) pairs they check, and their batched calls.
+
+By default the modes run where they can differ from the reverse mode: max-type ops (a
+selection the modes could make differently; avg and lp have none) of the value families with
+ties, NaN, infinities and signed zeros (placed in every geometry row of their op, padded rows
+included), in float32, on each framework's eager path and one compiled path, except
+torch.compile's double backward (AOTAutograd refuses it: unsupported, after a compilation);
+which keeps their cost small next to the catalogue. ``--ad-modes all`` runs them on every case
+and target, ``none`` not at all.
+"""
+
+from __future__ import annotations
+
+from poolgrad.verdicts.ad_modes import MODES, direction
+
+from .runner import GroupRunner
+
+FAMILIES = ("ties_window", "ties_overlap", "ties_border", "inf_ties", "all_neginf", "nan", "signed_zero")
+VARIANTS = {"jvp": {"torch": ("eager", "compile"), "tensorflow": ("eager", "function"), "jax": ("eager", "jit")},
+            "double_backward": {"torch": ("eager",), "tensorflow": ("eager", "function"), "jax": ("eager", "jit")}}
+CHOICES = ("default", "all", "none")
+
+
+def selected(cases, targets, choice: str, mode: str) -> list[tuple]:
+    """(case, target) pairs AD mode ``mode`` checks."""
+    if mode not in MODES:
+        raise ValueError(f"unknown AD mode {mode!r}; known: {', '.join(MODES)}")
+    if choice == "none":
+        return []
+    return [(c, t) for c in cases for t in targets
+            if choice == "all" or (c.spec.is_max and c.family in FAMILIES and c.spec.dtype == "float32"
+                                   and t.variant in VARIANTS[mode].get(t.framework, ()))]
+
+
+class ModeRunner(GroupRunner):
+    """GroupRunner for one AD mode: each group is one call of the adapter's mode method, with
+    every case's own direction (verdicts.ad_modes.direction) stacked like its input."""
+
+    def __init__(self, pool, mode: str, **kw):
+        if mode not in MODES:
+            raise ValueError(f"unknown AD mode {mode!r}; known: {', '.join(MODES)}")
+        super().__init__(pool, **kw)
+        self.mode = mode
+
+    def _run(self, target, members):
+        outcomes = self.pool.run_group(target, members[0].spec, [m.input for m in members],
+                                       [m.grad_output for m in members], self.timeout_s, method=self.mode,
+                                       extras=[(direction(m.spec, m.input),) for m in members])
+        for o, m in zip(outcomes, members):
+            o.info["call_members"] = [m] if o.info.get("alone") else members
+        return outcomes

@@ -1,0 +1,187 @@
+"""One (case, target) check: verdict, the findings that explain it, outcome, and the record."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+
+import numpy as np
+
+from poolgrad import verdicts
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import OK, Outcome, Target
+from poolgrad.cases.findings import Judgement, Knowledge, Machine, policy_text
+from poolgrad.reference.properties import case_properties as properties_of
+from poolgrad.reports.records import encode_array
+from poolgrad.verdicts import ad_modes
+from poolgrad.verdicts.case import case_for
+from poolgrad.verdicts.classify import close
+from poolgrad.verdicts.compare import identical
+
+
+@dataclasses.dataclass
+class Checked:
+    outcome: str          # pass | expected | behaviour_changed | fail | skipped
+    message: str
+    record: dict
+    judgement: Judgement
+
+
+def op_name(case) -> str:
+    return f"{case.spec.op}{case.input.ndim - 2}d"
+
+
+def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge: Knowledge,
+          duration_s: float, machine: Machine = Machine(), mode: str = "backward") -> Checked:
+    """``mode``: the derivative checked, "backward" or an AD mode (verdicts.ad_modes.MODES)."""
+    first, repeats = outcomes[0], outcomes[1:]
+    # The verdict and its policy come from the arrays alone (the policy search's canonical
+    # choice), whatever the knowledge base says: one behaviour, one label.
+    fw = registry.FRAMEWORKS.get(target.framework)
+    ref = case_for(case.spec, case.input, case.grad_output, case.id)
+    if mode == "backward":
+        v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
+                              index_layout=fw.index_layouts.get(target.variant) if fw else None)
+    else:
+        v = ad_modes.classify_mode(mode, case.spec, case.input, case.grad_output, first, cache_key=case.id)
+
+    def holds(forward: dict, gradient: dict) -> bool:
+        if first.status != OK:
+            return False
+        if not case.spec.is_max:  # avg/lp: within the op's tolerance, as the policy search matches them
+            return mode == "backward" and all(
+                bool(close(ref, side, got, want).all()) for side, got, want in (
+                    (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
+                    (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
+        if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
+            return (identical(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), ad_modes.derivative(mode, first))
+                    and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+        return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
+                and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+
+    candidates = knowledge.for_mode(target.framework, target.variant, target.device, version or "", machine, mode)
+    properties = case_properties(case)
+    # What the other cases of the framework call were, for kernels that write across cases; a
+    # replayed record brings them along (call_properties).
+    others = frozenset(first.info.get("call_properties") or ()).union(
+        _others_in_call(case, first.info.get("call_members") or ()))
+    call = first.info.get("call_shape") or case.input.shape
+    j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
+                        int(np.prod(call)), lambda: properties | others)
+    observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
+    if j.outcome == "expected":
+        message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
+    elif j.outcome == "behaviour_changed":
+        message = f"behaviour changed: the findings in scope claim {j.claim}; observed {observed}: {v.message}"
+    elif j.outcome == "skipped":  # the framework's whole message is the record's framework_message
+        message = f"{v.verdict}: {headline(v.message)}"
+    elif j.outcome == "pass":
+        message = v.message
+    else:
+        message = f"{observed}: {v.message}"
+    # The reference's results are the case's, whatever the target did (written once per case).
+    v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
+    record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties))
+    if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
+        record["mode"] = mode
+        record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
+                      expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output,
+                                                                 cache_key=case.id)))
+    return Checked(j.outcome, message, record, j)
+
+
+@functools.lru_cache(maxsize=4096)
+def case_properties(case) -> frozenset[str]:
+    """The case's properties (poolgrad/reference/properties.py), once per case (cases hash by identity)."""
+    return properties_of(case.spec, case.input)
+
+
+def headline(text: str, limit: int = 240) -> str:
+    """A framework message in one line: its first line, and its last where the first only
+    announces what follows ("in user code:" above a traceback)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = f"{lines[0]} … {lines[-1]}" if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+    return head if len(head) <= limit else head[:limit - 1] + "…"
+
+
+_calls: collections.OrderedDict = collections.OrderedDict()
+
+
+def _others_in_call(case, members) -> frozenset[str]:
+    """The properties some other case of the call has: counted once per call (a call's
+    cases are checked one after another), not once per case and member."""
+    key = id(members)
+    if key not in _calls or _calls[key][0] is not members:
+        _calls[key] = (members, collections.Counter(p for m in members for p in case_properties(m)))
+        if len(_calls) > 64:
+            _calls.popitem(last=False)
+    count = _calls[key][1]
+    own = case_properties(case) if any(m is case for m in members) else frozenset()
+    return frozenset(p for p, n in count.items() if n > (p in own))
+
+
+_encodings: collections.OrderedDict = collections.OrderedDict()
+
+
+def _case_array(a: np.ndarray) -> list:
+    """A case's array (the same object for every target) encoded once. Keyed by identity; the
+    entry holds the array, so its id is not reused while the entry lives."""
+    key = id(a)
+    if key not in _encodings or _encodings[key][0] is not a:
+        _encodings[key] = (a, encode_array(a))
+        if len(_encodings) > 4096:
+            _encodings.popitem(last=False)
+    return _encodings[key][1]
+
+
+def _arr(a, expected=None) -> list | None:
+    """A framework's array, sharing the reference's encoding where the bits are the same."""
+    if a is None:
+        return None
+    if (expected is not None and a.dtype == expected.dtype and a.shape == expected.shape
+            and a.tobytes() == expected.tobytes()):
+        return _case_array(expected)
+    return encode_array(a)
+
+
+def case_fields(case) -> dict:
+    """What a case is, the same for every target (reports.schema.CASE_FIELDS)."""
+    ref = case_for(case.spec, case.input, case.grad_output, case.id)
+    return {"case_id": case.id, "family": case.family, "op": op_name(case), "spec": case.spec.to_dict(),
+            "dtype": case.spec.dtype, "shape": list(case.input.shape), "input": _case_array(case.input),
+            "grad_output": _case_array(case.grad_output), "expected_forward": _case_array(ref.expected_forward),
+            "expected_grad_input": _case_array(ref.expected_grad_input)}
+
+
+def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
+    vd = v.to_dict()
+    return {
+        "record": "result",
+        **case_fields(case),
+        "framework": target.framework,
+        "framework_version": version,
+        "variant": target.variant,
+        "device": target.device,
+        "target": target.id,
+        "verdict": v.verdict,
+        "policy": vd.get("policy"),
+        "forward_policy": vd.get("forward_policy"),
+        "valid_subgradient": vd.get("valid_subgradient"),
+        "findings": [f.summary() for f in j.explained_by],
+        "contradicts": [f.id for f in j.contradicted],
+        "outcome": j.outcome,
+        "forward": _arr(outcome.forward, v.expected_forward),
+        "grad_input": _arr(outcome.grad_input, v.expected_grad_input),
+        "indices": _arr(outcome.indices),
+        "call_shape": outcome.info.get("call_shape"),
+        "call_properties": call_properties,
+        "max_abs_error": vd.get("max_abs_error"),
+        "max_ulp_error": vd.get("max_ulp_error"),
+        "differing_cells": vd.get("differing_cells") or [],
+        "message": message,
+        "framework_message": outcome.message if outcome.status != OK else None,
+        "duration_s": round(duration_s, 6),
+    }

@@ -1,0 +1,117 @@
+"""Build and show the release lanes' history (poolgrad/cases/history.py has what it means):
+
+    python -m poolgrad.suite.history build out/lanes/*.jsonl      # re-judge lane results, write the history
+    python -m poolgrad.suite.history show                         # findings x releases, as a table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from packaging.version import Version
+
+from poolgrad.cases import findings as kb
+from poolgrad.cases.history import FORMAT, load_history, per_release, version_key, version_range
+from poolgrad.reports.records import read_results
+
+from .machine import record as machine_record
+from .replay import judge_record
+
+
+def lane_name(env: dict, framework: str, version: str) -> str:
+    """framework-version, plus what set the machine apart (an ISA cap, oneDNN off)."""
+    name = f"{framework}-{Version(version).public}"
+    switches = env.get("env_switches") or {}
+    cap = env.get("onednn_max_cpu_isa") or switches.get("ONEDNN_MAX_CPU_ISA") or switches.get("DNNL_MAX_CPU_ISA")
+    if cap:
+        name += f"-isa-{cap.lower()}"
+    if switches.get("TF_ENABLE_ONEDNN_OPTS") == "0":
+        name += "-onednn-off"
+    return name
+
+
+def lane_environment(env: dict, framework: str) -> dict:
+    """What the framework's adapter reported of itself (versions, oneDNN, devices), without the
+    flags poolgrad sets for its own workers (thread counts, compile-cache paths)."""
+    reported = (env.get("frameworks") or {}).get(framework, {}).get("environment", {})
+    return {k: v for k, v in reported.items() if not k.endswith("_FLAGS")}
+
+
+def build(paths, knowledge, this_machine) -> dict:
+    """Re-judge every result of the lanes' results files; ``this_machine``: the machine record
+    (suite.machine.record()) for results written before runs recorded their machine."""
+    lanes, findings = {}, defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for path in paths:
+        envs, results = read_results([path])
+        env = envs[-1] if envs else None
+        if env is None or not results:
+            print(f"{path}: no environment record or no results; skipped (a lane that did not finish)", file=sys.stderr)
+            continue
+        env = {**this_machine, **{k: v for k, v in env.items() if v is not None}}
+        for framework, version in sorted({(r["framework"], r["framework_version"]) for r in results}):
+            name = lane_name(env, framework, version)
+            ran = [r for r in results if r["framework"] == framework and r["framework_version"] == version]
+            before = lanes.get(name, {})  # one lane in several files (e.g. its compile run apart)
+            lanes[name] = {"lane": name, "framework": framework, "version": Version(version).public,
+                           "variants": sorted({r["variant"] for r in ran} | set(before.get("variants", ()))),
+                           "results": len(ran) + before.get("results", 0),
+                           "cpu": env.get("cpu"), "cpu_features": env.get("cpu_features") or [],
+                           "onednn_max_cpu_isa": name.split("-isa-")[1].split("-")[0].upper() if "-isa-" in name else None,
+                           "frameworks": {framework: lane_environment(env, framework)},
+                           "suite_commit": env.get("suite_commit"), "date": env.get("date")}
+            for r in ran:
+                j = judge_record(r, knowledge, env)
+                for f in j.explained_by:
+                    findings[f.id][name][0] += 1
+                for f in j.contradicted:
+                    findings[f.id][name][1] += 1
+    return {"format": FORMAT,
+            "lanes": sorted(lanes.values(), key=lambda lane: (lane["framework"], version_key(lane["version"]), lane["lane"])),
+            "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items())}}
+
+
+def table(history: dict, knowledge) -> str:
+    """Findings x releases: + holds, - does not hold, ~ partly, . not seen, blank: not run."""
+    mark = {"holds": "+", "does not hold": "-", "partly": "~", "not seen": "."}
+    lines = []
+    for framework in sorted({f.framework for f in knowledge}):
+        versions = sorted({lane["version"] for lane in history["lanes"] if lane["framework"] == framework}, key=version_key)
+        lines.append(f"{framework}: " + "  ".join(versions))
+        for f in (f for f in knowledge if f.framework == framework):
+            rel = per_release(history, f.id)
+            cells = "".join(mark.get(rel.get(v), " ").center(len(v) + 2) for v in versions)
+            measured = rel and any(s != "not seen" for s in rel.values())
+            rng = version_range(history, f.id) or ("any release (no measured release contradicts it)" if measured
+                                                   else "not measured")
+            lines.append(f"  {cells}  {f.id}  {rng}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m poolgrad.suite.history", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="re-judge lane results files and write the history")
+    b.add_argument("results", nargs="+")
+    b.add_argument("-o", "--output", default=str(kb.HISTORY_PATH))
+    b.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    s = sub.add_parser("show", help="print findings x releases")
+    s.add_argument("--history", default=str(kb.HISTORY_PATH))
+    s.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    args = p.parse_args(argv)
+    if args.command == "build":
+        hist = build(args.results, kb.load(args.findings, history=None), machine_record())
+        Path(args.output).write_text(json.dumps(hist, indent=1, sort_keys=True) + "\n")
+        print(table(hist, kb.load(args.findings, history=None)))
+        print(f"history: {args.output} ({len(hist['lanes'])} lanes)")
+    else:
+        print(table(load_history(args.history), kb.load(args.findings, history=None)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""poolgrad's pytest options and the target selection they imply."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+from poolgrad.adapters import registry, user_adapter
+from poolgrad.adapters.base import Target
+
+
+def add_options(parser) -> None:
+    g = parser.getgroup("poolgrad", "poolgrad conformance")
+    g.addoption("--frameworks", default=None, help="comma list of frameworks to check (default: every installed one): torch,tensorflow,jax")
+    g.addoption("--variants", default=None, help="comma list of API paths (default: all), e.g. eager,jit,compile")
+    g.addoption("--devices", default=None, help="comma list of devices: cpu,gpu (default: cpu, plus gpu when a GPU driver is present)")
+    g.addoption("--target", action="append", default=[], metavar="MODULE:FUNCTION",
+                help="also check your own pooling kernel (repeatable): function(spec, x, grad_output) -> "
+                     "(forward, grad_input) on NumPy arrays (README, 'Your own kernel'); with --target and no "
+                     "--frameworks only the kernels are checked")
+    g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
+    g.addoption("--findings", default=None, metavar="PATH", help="the knowledge base of known behaviours (default: poolgrad/cases/data/findings.toml)")
+    g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
+    g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
+    g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")
+    g.addoption("--repeat", type=int, default=1, metavar="N", help="run every case N times; bitwise differences give 'nondeterministic'")
+    g.addoption("--fuzz", type=int, default=0, metavar="N", help="add N hypothesis-generated cases per target; a divergence is shrunk and written as a case file")
+    g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
+    g.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="seconds a framework call may take before it is 'timeout'")
+    g.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based); shards partition the run deterministically")
+    g.addoption("--ad-modes", default="default", choices=("default", "all", "none"),
+                help="forward-mode and double-backward checks (test_jvp, test_double_backward): 'default' on the tie, "
+                     "NaN, infinity and signed-zero families in float32 on eager + one compiled path per framework "
+                     "(poolgrad/suite/ad_modes.py); 'all' everywhere; 'none' off")
+    g.addoption("--compile-cache", default=None, metavar="DIR|none",
+                help="persistent compiler caches of torch.compile, JAX and TF XLA (default: $POOLGRAD_CACHE_DIR, "
+                     "else ~/.cache/poolgrad); 'none' compiles everything afresh in a temporary directory")
+
+
+def _comma(value, allowed, option):
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad:
+        raise pytest.UsageError(f"{option}: unknown value {bad[0]!r}; allowed: {', '.join(allowed)}")
+    return items
+
+
+def gpu_driver_present() -> bool:
+    """A cheap look for an NVIDIA driver, so the pytest process need not import a framework;
+    the framework's own worker confirms the device (or the target skips with its reason)."""
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
+def selected_targets(config) -> tuple[list[Target], list[str]]:
+    """Targets to check, and the frameworks asked for but not installed."""
+    names = list(registry.FRAMEWORKS)
+    frameworks = _comma(config.getoption("frameworks"), names, "--frameworks")
+    all_variants = sorted({v for f in registry.FRAMEWORKS.values() for v in f.variants})
+    variants = _comma(config.getoption("variants"), all_variants, "--variants")
+    devices = _comma(config.getoption("devices"), registry.DEVICES, "--devices")
+    if devices is None:
+        devices = ["cpu", "gpu"] if gpu_driver_present() else ["cpu"]
+    kernels = user_targets(config.getoption("target"))
+    asked = frameworks if frameworks is not None else [] if kernels else names
+    if not asked and not kernels:
+        raise pytest.UsageError(f"no framework adapters are registered (entry point group {registry.ENTRY_POINTS}): "
+                                f"install poolgrad (in a checkout: pip install -e .)")
+    missing = [f for f in asked if not registry.installed(f)]
+    if frameworks is None:
+        asked = [f for f in asked if f not in missing]
+    targets = [t for t in registry.all_targets()
+               if t.framework in asked and t.device in devices and (variants is None or t.variant in variants)]
+    return targets + kernels, missing
+
+
+def user_targets(values) -> list[Target]:
+    """The targets of --target module:function, checked without importing the module (it may
+    import a framework, which this process must not)."""
+    targets = []
+    for value in values:
+        try:
+            variant = user_adapter.variant_of(value)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        module = value.split(":")[0]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:   # a parent package is missing
+            found = False
+        if not found:
+            raise pytest.UsageError(f"--target {value!r}: module {module!r} is not importable here; "
+                                    f"put its directory on PYTHONPATH")
+        targets.append(Target(user_adapter.FRAMEWORK, variant, "cpu"))
+    return list(dict.fromkeys(targets))
+
+
+def shard(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        i, n = (int(p) for p in value.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard: expected I/N such as 2/4, got {value!r}") from None
+    if not 1 <= i <= n:
+        raise pytest.UsageError(f"--shard: I must be between 1 and N, got {value!r}")
+    return i, n
+
+
+def compile_cache(value) -> str | None:
+    """The compiler cache directory, or None for a cold run ('none')."""
+    value = value or os.environ.get("POOLGRAD_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "poolgrad")
+    return None if value == "none" else value

@@ -1,0 +1,63 @@
+"""What a conformance run is, the same in every pytest process: its options, targets, cases,
+shard, run id and knowledge base, and which (case, target) pairs have a framework call."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from poolgrad.adapters import registry
+from poolgrad.cases import findings
+
+from . import options
+
+
+class Run:
+    def __init__(self, config):
+        self.config = config
+        self.is_controller = not hasattr(config, "workerinput")
+        self.targets, self.missing = options.selected_targets(config)
+        self.shard = options.shard(config.getoption("shard"))
+        self.run_id = (config.workerinput["poolgrad_run_id"] if not self.is_controller
+                       else uuid.uuid4().hex[:12])
+        try:
+            self.knowledge = findings.load(config.getoption("findings") or findings.DEFAULT_PATH)
+        except findings.FindingsError as e:
+            raise pytest.UsageError(str(e)) from None
+        self.items = []  # this process's collected tests, in run order
+        self._cases = None
+        self._unsupported: dict[tuple, str | None] = {}
+        if config.getoption("case_file"):
+            self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether -k or -m selects part of the run (the catalogue is then not all there)."""
+        return bool(self.config.option.keyword or self.config.option.markexpr)
+
+    def cases(self):
+        if self._cases is None:
+            path = self.config.getoption("case_file")
+            if path:
+                from poolgrad.cases.case_file import CaseFileError, load_case_file
+                try:
+                    self._cases = load_case_file(path)
+                except CaseFileError as e:
+                    raise pytest.UsageError(str(e)) from None
+            else:
+                from poolgrad.cases import catalogue
+                self._cases = catalogue()
+        return self._cases
+
+    def unsupported(self, target, spec, shape) -> str | None:
+        """Why ``target`` has no call for ``spec`` on an input of ``shape`` (its framework's
+        plan, adapters.registry.plan), or None. A pair without a call is no test item: the
+        controller writes its result once per target and reason (Results.unsupported_records)."""
+        key = (target, spec, tuple(shape[1:]))
+        if key not in self._unsupported:
+            self._unsupported[key] = registry.unsupported(target, spec, shape)
+        return self._unsupported[key]
+
+    def runs(self, case, target) -> bool:
+        return self.unsupported(target, case.spec, case.input.shape) is None

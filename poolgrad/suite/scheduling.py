@@ -1,0 +1,77 @@
+"""How the run is cut into pytest-xdist work units, and in what order they are handed out.
+
+A unit is one batching group (one spec, dtype and shape: one framework call per target) on
+every selected target. So no group is ever split between processes (that would run, and
+compile, it twice), and the reference's results and policy searches of a case are computed
+once per run and shared by every target that runs it (poolgrad/verdicts/case.py keeps them while the
+unit's items, which come case by case, are checked). Units are ordered heaviest first by the
+cost model in poolgrad/suite/data/costs.toml (longest-processing-time scheduling), so the run ends on
+short units instead of one worker finishing a compile-bound unit alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+import zlib
+from pathlib import Path
+
+from poolgrad.cases.ids import geometry_tag
+
+from .check import op_name
+from .runner import case_and_target
+
+COSTS_PATH = Path(__file__).parent / "data" / "costs.toml"
+
+
+@functools.lru_cache(maxsize=1)
+def _costs() -> dict:
+    return tomllib.loads(COSTS_PATH.read_text())
+
+
+def unit_name(case) -> str:
+    """The case's batching group, readably: ``max_pool2d-k3s1-float16-c2`` (a digest of the
+    spec where a user's case has no geometry tag)."""
+    try:
+        tag = geometry_tag(case.spec, case.input.shape[2:])
+    except ValueError:
+        tag = f"{zlib.crc32(case.group_key[0].encode()):08x}"
+    n, c = case.input.shape[:2]
+    return f"{op_name(case)}-{tag}-{case.spec.dtype}-c{c}{'-empty' if n == 0 else ''}"
+
+
+def unit_cost(targets, cases) -> float:
+    """Seconds a unit takes: per item checked, plus per framework call (compilation) of each
+    target."""
+    costs = _costs()
+    per_group = costs["per_group"]
+    # Summed in a fixed order: a set's order follows string hashes, which differ between xdist
+    # workers, and float sums in another order can differ in the last bit (and reorder units).
+    calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in sorted(set(targets)))
+    return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
+
+
+def order(items: list) -> list:
+    """Conformance items regrouped unit by unit, heaviest unit first, case by case within a
+    unit, then all other tests in their collected order. Deterministic, so every xdist worker
+    collects the same list."""
+    units: dict[str, list] = {}
+    rest = []
+    for item in items:
+        params = case_and_target(item)
+        if params is None:
+            rest.append(item)
+        else:
+            units.setdefault(unit_name(params[0]), []).append(item)
+
+    def cost(name):
+        params = [case_and_target(i) for i in units[name]]
+        return unit_cost([t for _, t in params], list({id(c): c for c, _ in params}.values()))
+    ranked = sorted(units, key=lambda name: (-cost(name), name))
+    out = []
+    for name in ranked:
+        by_case: dict[int, list] = {}
+        for item in units[name]:
+            by_case.setdefault(id(case_and_target(item)[0]), []).append(item)
+        out += [item for run in by_case.values() for item in run]
+    return out + rest

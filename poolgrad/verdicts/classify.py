@@ -1,0 +1,140 @@
+"""classify(): one (case, target) outcome -> Verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poolgrad.adapters.base import OK
+from poolgrad.reference import CANONICAL
+
+from . import indices, tolerances
+from .case import Case, case_for
+from .compare import differing_cells, errors, identical, same_bits, within
+from .explain import explain
+from .verdict import Verdict
+
+
+def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), *,
+             cache_key=None, index_layout: str | None = None) -> Verdict:
+    """The verdict on ``outcome`` (an adapters.base.Outcome) for the case (spec, x,
+    grad_output). ``repeats`` are further outcomes of the same run, for nondeterminism;
+    ``cache_key`` identifies the case across calls (default: the arrays' identities);
+    ``index_layout`` how the path writes the indices it returns (poolgrad/verdicts/indices.py), which are
+    then judged against its forward and gradient. The verdict depends on the arrays alone: the
+    same results always get the same label."""
+    if outcome.status != OK:
+        return Verdict(outcome.status, message=outcome.message or outcome.status)
+    for i, again in enumerate(repeats, 1):
+        if again.status != OK or not (identical(again.forward, outcome.forward)
+                                      and identical(again.grad_input, outcome.grad_input)):
+            what = again.status if again.status != OK else "results differ bitwise"
+            return Verdict("nondeterministic", message=f"repeat {i} of the same run: {what}")
+    case = case_for(spec, x, grad_output, cache_key)
+    for name, got, want in (("forward", outcome.forward, case.expected_forward),
+                            ("grad_input", outcome.grad_input, case.expected_grad_input)):
+        if got is None or np.shape(got) != want.shape:
+            return _with_expected(case, Verdict(
+                "wrong", message=f"{name} has shape {np.shape(got) if got is not None else None}, "
+                                 f"expected {want.shape}"))
+    fingerprint = (outcome.forward.dtype.str, outcome.forward.tobytes(),
+                   outcome.grad_input.dtype.str, outcome.grad_input.tobytes())
+    if fingerprint not in case.verdicts:
+        case.verdicts[fingerprint] = (_max_type(case, outcome.forward, outcome.grad_input) if spec.is_max
+                                      else _arithmetic(case, outcome.forward, outcome.grad_input))
+    v = Verdict(**case.verdicts[fingerprint])
+    if spec.is_max and outcome.indices is not None and index_layout is not None:
+        why = indices.disagreement(x, grad_output, outcome.forward, outcome.grad_input, outcome.indices, index_layout)
+        if why:
+            v.verdict, v.message = "inconsistent_indices", f"{why}; forward and gradient: {v.message}"
+    return _with_expected(case, v)
+
+
+def _with_expected(case: Case, v: Verdict) -> Verdict:
+    v.expected_forward, v.expected_grad_input = case.expected_forward, case.expected_grad_input
+    return v
+
+
+def _differences(case: Case, forward, grad_input, ok_fwd, ok_bwd) -> dict:
+    """Error summary against canonical, located in the gradient when it differs."""
+    which, got, want, ok = (("grad_input", grad_input, case.expected_grad_input, ok_bwd)
+                            if not ok_bwd.all() else
+                            ("forward", forward, case.expected_forward, ok_fwd))
+    abs_err, ulp_err = errors(got, want, case.x.dtype)
+    return {"max_abs_error": float(abs_err.max(initial=0.0)),
+            "max_ulp_error": float(ulp_err.max(initial=0.0)),
+            "differing_in": which, "differing_cells": differing_cells(ok),
+            "differing_count": int((~ok).sum())}
+
+
+def _describe(diff: dict) -> str:
+    return (f"{diff['differing_in']} differs from canonical in {diff['differing_count']} cell(s) "
+            f"(max abs {diff['max_abs_error']:.3g}, max {diff['max_ulp_error']:.3g} ulp)")
+
+
+def _fmt(policy) -> str:
+    return ", ".join(f"{k}={v}" for k, v in policy.as_dict().items())
+
+
+def _max_type(case: Case, forward, grad_input) -> dict:
+    ok_fwd = same_bits(forward, case.expected_forward)
+    ok_bwd = same_bits(grad_input, case.expected_grad_input)
+    if ok_fwd.all() and ok_bwd.all():
+        return {"verdict": "conforms", "policy": dict(CANONICAL), "forward_policy": dict(CANONICAL),
+                "valid_subgradient": True, "max_abs_error": 0.0, "max_ulp_error": 0.0, "message": "forward and grad_input are the canonical results"}
+    diff = _differences(case, forward, grad_input, ok_fwd, ok_bwd)
+    found = explain(case, forward, grad_input)
+    if found.forward is None or found.backward is None:
+        part = "forward" if found.forward is None else "grad_input"
+        return {"verdict": "wrong", **diff,
+                "policy": found.backward and found.backward.as_dict(),
+                "forward_policy": found.forward and found.forward.as_dict(),
+                "message": f"{_describe(diff)}; no policy explains the {part}"}
+    valid = bool(case.result(found.backward).valid())
+    validity = "a valid subgradient" if valid else "not a valid subgradient"
+    out = {**diff, "policy": found.backward.as_dict(), "forward_policy": found.forward.as_dict(),
+           "valid_subgradient": valid}
+    if found.joint:
+        return {**out, "verdict": "policy",
+                "message": f"{_describe(diff)}; explained by policy {_fmt(found.backward)} ({validity})"}
+    verdict = "inconsistent" if found.nan_differs else "policy"
+    return {**out, "verdict": verdict,
+            "message": f"{_describe(diff)}; forward follows {_fmt(found.forward)}, "
+                       f"grad_input follows {_fmt(found.backward)} ({validity})"}
+
+
+def close(case: Case, side: int, got, want) -> np.ndarray:
+    """Elementwise: ``got`` within the op's tolerance of ``want`` (side 0 the forward, 1 the
+    gradient), scaled by |want| or, where that fails, by the size of the terms summed, so
+    cancellation inside a window (1e3 - 1e3 + 0.3) is not a failure."""
+    op, dtype = case.spec.op, case.x.dtype
+    ok = within(got, want, tolerances.bound(op, dtype, want))
+    if not ok.all():
+        scale = np.maximum(np.abs(want.astype(np.float64)), np.abs(case.magnitude()[side].astype(np.float64)))
+        ok = within(got, want, tolerances.bound(op, dtype, scale))
+    return ok
+
+
+def _arithmetic(case: Case, forward, grad_input) -> dict:
+    op, dtype = case.spec.op, case.x.dtype
+    oks = [close(case, 0, forward, case.expected_forward), close(case, 1, grad_input, case.expected_grad_input)]
+    exact_fwd = same_bits(forward, case.expected_forward)
+    exact_bwd = same_bits(grad_input, case.expected_grad_input)
+    if oks[0].all() and oks[1].all():
+        diff = _differences(case, forward, grad_input, exact_fwd, exact_bwd)
+        return {"verdict": "conforms", "max_abs_error": diff["max_abs_error"],
+                "max_ulp_error": diff["max_ulp_error"],
+                "message": f"within the {op} tolerance for {dtype.name} "
+                           f"(max {diff['max_ulp_error']:.3g} ulp)"}
+    diff = _differences(case, forward, grad_input, oks[0], oks[1])
+    outside = (f"{diff['differing_in']} outside the {op} tolerance in {diff['differing_count']} "
+               f"cell(s) (max abs {diff['max_abs_error']:.3g}, max {diff['max_ulp_error']:.3g} ulp)")
+    # Sums kept in the dtype (accumulate) are the only policy of avg/lp; matched within tolerance.
+    found = explain(case, forward, grad_input, lambda side, got, want: bool(close(case, side, got, want).all()))
+    policies = {"policy": found.backward and found.backward.as_dict(),
+                "forward_policy": found.forward and found.forward.as_dict()}
+    if found.forward is None or found.backward is None:
+        part = "forward" if found.forward is None else "grad_input"
+        return {"verdict": "wrong", **diff, **policies, "message": f"{outside}; no policy explains the {part}"}
+    how = (f"explained by policy {_fmt(found.backward)}" if found.joint else
+           f"forward follows {_fmt(found.forward)}, grad_input follows {_fmt(found.backward)}")
+    return {"verdict": "policy", **diff, **policies, "message": f"{outside}; {how}"}

@@ -1,0 +1,60 @@
+"""The Verdict record: what classify() concluded about one (case, target) outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+import numpy as np
+
+from poolgrad.cases.json_values import float_to_json
+
+VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
+            "timeout", "nondeterministic", "not_installed", "no_device")
+
+
+def json_value(v):
+    """Arrays to nested lists, with NaN and +-inf (and -0.0) as the case-file strings."""
+    if isinstance(v, np.ndarray):
+        return _array_value(v)
+    if isinstance(v, (list, tuple)):
+        return [json_value(i) for i in v]
+    if isinstance(v, dict):
+        return {k: json_value(i) for k, i in v.items()}
+    if isinstance(v, (float, np.floating)):
+        return float_to_json(float(v))
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _array_value(a: np.ndarray):
+    """json_value of an array, converted whole: finite floats as they are, the special values
+    as strings (a per-element pass over every record's arrays was a tenth of a run's time)."""
+    f = a.astype(np.float64)
+    negative_zero = (f == 0) & np.signbit(f)
+    if np.isfinite(f).all() and not negative_zero.any():
+        return f.tolist()
+    out = f.astype(object)
+    out[np.isnan(f)] = "nan"
+    out[f == np.inf] = "inf"
+    out[f == -np.inf] = "-inf"
+    out[negative_zero] = "-0.0"
+    return out.tolist()
+
+
+@dataclasses.dataclass
+class Verdict:
+    verdict: str
+    message: str = ""
+    policy: dict | None = None            # backward policy that explains the gradient
+    forward_policy: dict | None = None    # policy that explains the forward output
+    valid_subgradient: bool | None = None  # max-type only
+    expected_forward: np.ndarray | None = None
+    expected_grad_input: np.ndarray | None = None
+    max_abs_error: float | None = None
+    max_ulp_error: float | None = None
+    differing_in: str | None = None       # "forward" or "grad_input": where differing_cells are
+    differing_cells: list = dataclasses.field(default_factory=list)
+    differing_count: int = 0
+
+    def to_dict(self) -> dict:
+        return {f.name: json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
