@@ -62,6 +62,11 @@ class Outcome:
     grad_grad_output: np.ndarray | None = None  # (N, C, *out): d/d grad_output of sum(grad_input * v)
     grad_grad_input: np.ndarray | None = None   # (N, C, *spatial): d/d input of sum(grad_input * v)
 
+    @property
+    def ran(self) -> bool:
+        """The call ran: the arrays are the framework's answer (status OK)."""
+        return self.status == OK
+
     def split(self, sizes: list[int]) -> list["Outcome"]:
         """Split a batched outcome back into per-case outcomes along N."""
         if self.status != OK:

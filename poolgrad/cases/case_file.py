@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from poolgrad.json_values import SPECIAL, float_to_json, shape_of
 from poolgrad.reference import PoolSpec, SpecError, output_shape
 from poolgrad.reference.spec import FIELDS
 
-from .json_values import SPECIAL, float_to_json, shape_of
 from .model import Case, make_case
 
 FORMAT = "poolgrad-cases/1"

@@ -32,6 +32,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from poolgrad.reference.properties import PROPERTIES
+from poolgrad.verdicts import Policy
 
 from .history import load_history, version_range
 
@@ -264,7 +265,6 @@ def _policy(fid, key, value) -> dict:
         bad = sorted(set(value) - set(POLICY_KEYS)) if isinstance(value, dict) else [repr(value)]
         raise FindingsError(f"finding {fid!r}: field {key!r} is a table of policy keys ({', '.join(POLICY_KEYS)}); "
                             f"got {bad[0]}")
-    from poolgrad.verdicts import Policy  # validates the values (verdicts imports nothing from cases)
     try:
         Policy(**value)
     except TypeError as e:

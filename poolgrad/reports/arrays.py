@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from poolgrad.cases.json_values import shape_of
+from poolgrad.json_values import shape_of
 
 MAX_SLICES = 6      # (n, c[, depth]) slices shown per array
 MAX_SIDE = 24       # rows and columns shown per slice

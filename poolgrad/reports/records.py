@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from poolgrad.cases.json_values import SPECIAL
+from poolgrad.json_values import SPECIAL
 
 from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, RecordError,
                      target_fields, validate)

@@ -17,8 +17,7 @@ import math
 import numpy as np
 
 from poolgrad import reference
-from poolgrad.adapters.base import OK
-from poolgrad.cases.model import routing_probe
+from poolgrad.reference.probes import routing_probe
 from poolgrad.reference import CANONICAL
 
 from . import tolerances
@@ -81,7 +80,7 @@ def dot(a, b) -> float:
 
 def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None) -> Verdict:
     """The verdict on an outcome of adapter method ``mode`` for the case (spec, x, grad_output)."""
-    if outcome.status != OK:
+    if not outcome.ran:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
     case = case_for(spec, x, grad_output, cache_key)
     t = _direction(case)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from poolgrad.adapters.base import OK
 from poolgrad.reference import CANONICAL
 
 from . import indices, tolerances
@@ -22,12 +21,12 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
     ``index_layout`` how the path writes the indices it returns (poolgrad/verdicts/indices.py), which are
     then judged against its forward and gradient. The verdict depends on the arrays alone: the
     same results always get the same label."""
-    if outcome.status != OK:
+    if not outcome.ran:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
     for i, again in enumerate(repeats, 1):
-        if again.status != OK or not (identical(again.forward, outcome.forward)
+        if not again.ran or not (identical(again.forward, outcome.forward)
                                       and identical(again.grad_input, outcome.grad_input)):
-            what = again.status if again.status != OK else "results differ bitwise"
+            what = again.status if not again.ran else "results differ bitwise"
             return Verdict("nondeterministic", message=f"repeat {i} of the same run: {what}")
     case = case_for(spec, x, grad_output, cache_key)
     for name, got, want in (("forward", outcome.forward, case.expected_forward),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import numpy as np
 
-from poolgrad.cases.json_values import float_to_json
+from poolgrad.json_values import float_to_json
 
 VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")

@@ -9,7 +9,8 @@ import pytest
 
 from poolgrad import reference
 from poolgrad.cases import catalogue, routing_probe
-from poolgrad.cases.model import default_grad_output, significand_bits
+from poolgrad.cases.model import default_grad_output
+from poolgrad.reference.probes import significand_bits
 
 DTYPES = list(reference.DTYPES)
 

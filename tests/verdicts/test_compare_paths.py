@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from poolgrad.cases.json_values import float_to_json
+from poolgrad.json_values import float_to_json
 from poolgrad.verdicts.compare import same_bits
 from poolgrad.verdicts.verdict import json_value
 

@@ -1,0 +1,33 @@
+"""poolgrad's packages form layers: each imports only the layers below it (in functions too),
+so no import runs back up and none is hidden inside a function to dodge a cycle."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[1] / "poolgrad"
+# Lowest first: the executable spec, then what runs frameworks and judges their results, the
+# catalogue and knowledge base, reports, the run, and pytest's entry points.
+LAYERS = ["json_values", "reference", "adapters", "verdicts", "cases", "reports", "suite", "plugin", "cli",
+          "conformance"]
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("poolgrad."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("poolgrad."))
+    return found
+
+
+def test_every_import_goes_down_the_layers():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        layer = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if layer == "__init__":
+            continue
+        assert layer in LAYERS, f"{path}: add its package to LAYERS"
+        upward += [f"{path.relative_to(PACKAGE)} imports poolgrad.{target}" for target in _imports(path)
+                   if target != layer and LAYERS.index(target) > LAYERS.index(layer)]
+    assert not upward, upward
