@@ -28,7 +28,8 @@ def test_a_finding_is_written_knowledge(finding):
 
 
 def test_the_knowledge_base_is_curated_not_a_dump():
-    assert 25 <= len(KB) <= 80
+    # 81: the Keras adaptive max JVP shape error (issue 14) is an error no existing finding can also claim
+    assert 25 <= len(KB) <= 81
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
