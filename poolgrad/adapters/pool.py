@@ -104,11 +104,9 @@ class WorkerPool:
     def _run_stacked(self, target, spec, xs, gs, timeout_s, call) -> list[Outcome]:
         x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
         outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
-        if outcome.status == CRASH and len(xs) == 1:
-            # A worker can die of an earlier call's damage (a kernel that wrote out of bounds
-            # and corrupted the heap): the crash is this call's own only if a fresh worker
-            # crashes on it again.
-            outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
+        if len(xs) == 1:
+            outcome = self._own_crash(outcome, lambda: self._call(target, spec, x, g, timeout_s, call.method,
+                                                                   call.stacked()))
         if outcome.status in (CRASH, ERROR) and len(xs) > 1:
             # One member's input can fail the whole call (torch.compile's max_pool kernels
             # assert on an all -inf padded window): each case is rerun on its own, so only the
@@ -117,30 +115,42 @@ class WorkerPool:
                     for i, (xi, gi) in enumerate(zip(xs, gs))]
         return outcome.split([len(x) for x in xs])
 
+    @staticmethod
+    def _own_crash(outcome: Outcome, again) -> Outcome:
+        """A worker can die of an earlier call's damage (a kernel that wrote out of bounds and
+        corrupted the heap): a crash is the call's own only where the worker was fresh, or
+        where a fresh worker (the crash restarted it) crashes on it again."""
+        return again() if outcome.status == CRASH and not outcome.info.get("fresh_worker") else outcome
+
     def _alone(self, target, spec, x, g, planes, timeout_s, call) -> Outcome:
         """``x`` in a call of the group's shape, its own planes repeated to fill it: a compiled
         variant reuses the group's compilation (and kernel choice), and no other case's
         values take part."""
         if len(x) == 0 or len(x) == planes:
-            outcome = self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
+            def run():
+                return self._call(target, spec, x, g, timeout_s, call.method, call.stacked())
         else:
             reps = -(-planes // len(x))
             def fill(a):
                 return np.concatenate([a] * reps)[:planes]
-            outcome = self._call(target, spec, fill(x), fill(g), timeout_s, call.method,
-                                 tuple(map(fill, call.stacked())))
-            outcome = outcome.split([len(x), planes - len(x)])[0]
+
+            def run():
+                return self._call(target, spec, fill(x), fill(g), timeout_s, call.method,
+                                  tuple(map(fill, call.stacked()))).split([len(x), planes - len(x)])[0]
+        outcome = self._own_crash(run(), run)
         outcome.info["alone"] = True
         return outcome
 
     def _call(self, target, spec, x, g, timeout_s, method="run", extra=()) -> Outcome:
         worker = self._workers[registry.get(target.framework).worker(target.variant).name]
+        fresh = not worker.alive or worker.served == 0  # whatever state it is in is this call's
         try:
             if not worker.alive:
                 worker.start(self.start_timeout_s)
             outcome = worker.run(spec, target.variant, target.device, x, g, timeout_s, method, extra)
         except Lost as lost:
             outcome = Outcome(lost.status, message=lost.message)
+        outcome.info["fresh_worker"] = fresh
         # Kernels can be chosen by size (XLA CPU's 3-D max pooling stops propagating NaN in
         # the forward once the call is large enough), so each result says what call it came from.
         outcome.info["call_shape"] = list(x.shape)

@@ -90,6 +90,7 @@ class Worker:
     def __init__(self, name: str, module: str, env: dict[str, str] | None = None):
         self.name, self.module, self.env = name, module, dict(env or {})
         self.starts = 0
+        self.served = 0  # calls answered since the last start
         self._proc = self._conn = self._log_path = None
 
     @property
@@ -108,6 +109,7 @@ class Worker:
         self._proc.start()
         child_conn.close()  # so the child's death reads as EOF here
         self.starts += 1
+        self.served = 0
         kind, payload = self._receive(timeout_s, "starting")
         if kind == "failed":
             self.stop()
@@ -120,7 +122,9 @@ class Worker:
             self._conn.send((method, spec, variant, device, x, grad_output, *extra))
         except (BrokenPipeError, ConnectionResetError):
             raise self._lose(CRASH, f"running {variant}/{device}")
-        return self._receive(timeout_s, f"running {variant}/{device}")
+        outcome = self._receive(timeout_s, f"running {variant}/{device}")
+        self.served += 1
+        return outcome
 
     def _receive(self, timeout_s: float, doing: str):
         ready = multiprocessing.connection.wait([self._conn, self._proc.sentinel], timeout_s)

@@ -53,6 +53,15 @@ def test_a_crash_left_by_an_earlier_call_is_not_the_next_cases_result(pool):
     assert_matches_reference(run_one(pool, x, g), x, g)
 
 
+def test_a_member_run_alone_is_not_blamed_for_the_member_before_it(pool):
+    """A failing call's members run alone, one after another, in one worker: one that poisons
+    it (a kernel writing out of bounds) must not make the next one's crash its result."""
+    cases = [case(11, sentinel=POISON), case(12), case(13, sentinel=RAISE)]
+    outcomes = pool.run_group(CPU, SPEC, [x for x, _ in cases], [g for _, g in cases], 20.0)
+    assert [o.status for o in outcomes] == [OK, OK, ERROR]
+    assert_matches_reference(outcomes[1], *cases[1])
+
+
 def test_a_pipe_reset_by_a_dying_worker_is_a_crash_and_the_case_runs_again(pool, monkeypatch):
     """A child that dies while answering can reset the pipe (ECONNRESET) instead of closing it."""
     before = run_one(pool, *case(0)).info["pid"]
