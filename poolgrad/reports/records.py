@@ -118,14 +118,13 @@ class ResultsWriter:
         return case
 
     def write(self, rec: dict) -> None:
-        if rec["record"] == "result" and rec.get("input") is not None:
-            case = self.case(rec)
-            # A case default the result lacks is written as null: absent reads as the case's.
-            rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
-                k in CASE_DEFAULTS and v == case.get(k))}, case)
-            rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
         if rec["record"] == "result":
+            if rec.get("input") is not None:
+                case = self.case(rec)
+                rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
+                    k in CASE_DEFAULTS and v == case.get(k))}, case)
             rec = self._compact(rec)
+        # Nulls are left out, except a case default's: absent reads as the case's value.
         rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
         write_record(self.fh, self._delta(rec) if rec["record"] == "result" else rec)
 

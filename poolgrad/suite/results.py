@@ -88,9 +88,10 @@ class Results:
             from .check import case_fields
             for case in run.cases():
                 if case.id not in self._case_fields and not any(run.runs(case, t) for t in run.targets):
-                    self._case_fields[case.id] = {f: v for f, v in case_fields(case).items() if f != "case_id"}
+                    fields = case_fields(case)
+                    self._case_fields[case.id] = {f: fields[f] for f in CASE_FIELDS}
                     if self._results_writer is not None:
-                        self._results_writer.case({"case_id": case.id, **self._case_fields[case.id]})
+                        self._results_writer.case(fields)
         named: dict[tuple, list[str]] = {}
         for case_id, fields in self._case_fields.items():
             spec = PoolSpec.from_dict(fields["spec"])
