@@ -18,8 +18,8 @@ import numpy as np
 
 from poolgrad.json_values import SPECIAL
 
-from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, RecordError,
-                     target_fields, validate)
+from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, TEXT_FIELDS,
+                     RecordError, target_fields, validate)
 
 
 
@@ -98,14 +98,17 @@ class ResultsWriter:
     of a case is preceded by a ``case`` record (CASE_FIELDS: the spec and the case's arrays),
     and every result record refers to it by case_id and carries only what the target produced:
     its arrays where they differ from the reference (AGAINST_EXPECTED), findings by id (each
-    written once as a ``finding`` record), no field its target or case already says, no null
-    fields and no empty lists."""
+    written once as a ``finding`` record), message texts by id (each written once as a ``text``
+    record), no field its target, case or target's previous result already says, no null
+    fields and no empty lists. ``_Decoder`` undoes this."""
 
     def __init__(self, fh):
         self.fh = fh
         self._cases: dict[str, dict] = {}
         self._findings: set[str] = set()
         self._previous: dict[tuple, dict] = {}
+        self._versions: dict[str, str] = {}
+        self._texts: dict[str, int] = {}
 
     def case(self, rec: dict) -> dict:
         """The case record of ``rec``'s case (its CASE_FIELDS, and CASE_DEFAULTS from the
@@ -126,7 +129,10 @@ class ResultsWriter:
             rec = self._compact(rec)
         # Nulls are left out, except a case default's: absent reads as the case's value.
         rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
-        write_record(self.fh, self._delta(rec) if rec["record"] == "result" else rec)
+        if rec["record"] == "result":
+            rec = self._delta(rec)
+            del rec["record"]  # a line without "record" is a result: most lines are
+        write_record(self.fh, rec)
 
     def _delta(self, rec: dict) -> dict:
         """The record as it differs from the last result of the same case, verdict and mode
@@ -145,8 +151,22 @@ class ResultsWriter:
                 self._findings.add(f["id"])
                 write_record(self.fh, {"record": "finding", **f})
         derived = target_fields(rec["target"])
-        return {k: [f["id"] for f in v] if k == "findings" and v else v for k, v in rec.items()
-                if not (k in EMPTY_AS_ABSENT and v == [] or k in FROM_TARGET and v == derived[k])}
+        # A target's release is written where it is not the one its last written result named.
+        same_version = self._versions.get(rec["target"]) == rec["framework_version"]
+        self._versions[rec["target"]] = rec["framework_version"]
+        rec = {k: [f["id"] for f in v] if k == "findings" and v else v for k, v in rec.items()
+               if not (k in EMPTY_AS_ABSENT and v == [] or k in FROM_TARGET and v == derived[k]
+                       or k == "framework_version" and same_version or k == "mode" and v == "backward")}
+        return {**rec, **{f: self._text_id(rec[f]) for f in TEXT_FIELDS if isinstance(rec.get(f), str)}}
+
+    def _text_id(self, text: str) -> int:
+        """The id of a message text, written once as a ``text`` record (messages repeat across
+        targets and cases: a framework's refusal, "known: <findings>")."""
+        tid = self._texts.get(text)
+        if tid is None:
+            tid = self._texts[text] = len(self._texts)
+            write_record(self.fh, {"record": "text", "id": tid, "text": text})
+        return tid
 
 
 def _against_expected(rec: dict, case: dict) -> dict:
@@ -216,15 +236,47 @@ def _undelta(rec: dict, previous: dict) -> dict:
     return rec
 
 
+class _Decoder:
+    """Undoes ResultsWriter's per-file encoding, line by line: a line without ``record`` is a
+    result; a delta takes what it leaves out from the previous result of its key; a message
+    given as an integer is that ``text`` record's text; a result without framework_version
+    has its target's last written one."""
+
+    def __init__(self):
+        self.previous: dict[tuple, dict] = {}
+        self.texts: dict[int, str] = {}
+        self.versions: dict[str, str] = {}
+
+    def __call__(self, rec):
+        if not isinstance(rec, dict):
+            return rec
+        rec.setdefault("record", "result")
+        if rec["record"] == "text" and isinstance(rec.get("id"), int) and isinstance(rec.get("text"), str):
+            self.texts[rec["id"]] = rec["text"]
+        if rec["record"] != "result" or not isinstance(rec.get("target"), str):
+            return rec
+        rec = dict(_undelta(rec, self.previous))
+        for f in TEXT_FIELDS:
+            if isinstance(rec.get(f), int) and not isinstance(rec[f], bool):
+                if rec[f] not in self.texts:
+                    raise RecordError(f"field {f!r} names text {rec[f]}, which no text record before it holds")
+                rec[f] = self.texts[rec[f]]
+        if "framework_version" in rec:
+            self.versions[rec["target"]] = rec["framework_version"]
+        elif rec["target"] in self.versions:
+            rec["framework_version"] = self.versions[rec["target"]]
+        return rec
+
+
 def iter_file(path) -> Iterable[dict]:
     """Validated records of one JSON-lines file; errors name the file and line."""
-    previous: dict[tuple, dict] = {}
+    decode = _Decoder()
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield validate(_undelta(json.loads(line), previous))
+                yield validate(decode(json.loads(line)))
             except json.JSONDecodeError as e:
                 raise RecordError(f"{path}:{lineno}: not a JSON object: {e.msg}") from None
             except RecordError as e:

@@ -72,6 +72,10 @@ OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differin
 # A finding's summary, written once per file before the first result it explains; results
 # name it by id.
 FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR}
+# Result fields whose texts repeat: a writer writes each text once, as a ``text`` record, and
+# the result names its integer id.
+TEXT_FIELDS = ("message", "framework_message")
+TEXT_RECORD_FIELDS = {"record": _STR, "id": int, "text": _STR}
 # (case, target) pairs the target has no call for (its framework's plan): one record per
 # target and reason, naming the cases; read back as one ``unsupported`` result per case.
 UNSUPPORTED_FIELDS = {"record": _STR, "run_id": _STR, "target": _STR, "framework_version": (_STR, _NONE),
@@ -130,9 +134,12 @@ def validate(rec) -> dict:
     if kind == "unsupported":
         _check_fields(rec, UNSUPPORTED_FIELDS, frozenset({"framework_version"}))
         return rec
+    if kind == "text":
+        _check_fields(rec, TEXT_RECORD_FIELDS, frozenset())
+        return rec
     if kind != "result":
-        raise RecordError(f"field 'record' must be 'environment', 'case', 'finding', 'unsupported' or 'result', "
-                          f"got {kind!r}")
+        raise RecordError(f"field 'record' must be 'environment', 'case', 'finding', 'unsupported', 'text' or "
+                          f"'result', got {kind!r}")
     _check_fields(rec, RESULT_FIELDS, OPTIONAL)
     if isinstance(rec.get("target"), str) and not any(f in rec for f in FROM_TARGET):
         rec = {**target_fields(rec["target"]), **rec}

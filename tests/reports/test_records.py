@@ -53,6 +53,7 @@ def test_non_finite_metrics_are_written_as_strings(tmp_path):
     ({"target": "torch-eager-gpu"}, "field 'target'"),
     ({"colour": "red"}, "unknown field 'colour'"),
     ({"case_id": 3}, "field 'case_id' must be string"),
+    ({"message": 7}, "field 'message' names text 7, which no text record before it holds"),
 ])
 def test_a_bad_record_is_named_by_file_line_and_field(tmp_path, edit, words):
     recs = run_records()
@@ -73,8 +74,9 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
         writer = ResultsWriter(fh)
         for rec in [*recs, synthetic.environment("r")]:
             writer.write(rec)
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [r["record"] for r in lines] == ["case", "result", "result", "environment"]
+    lines = [{"record": "result", **json.loads(line)} for line in path.read_text().splitlines()]
+    assert [r["record"] for r in lines] == ["case", "text", "result", "text", "result", "environment"]
+    lines = [r for r in lines if r["record"] != "text"]
     assert all("input" not in r and "expected_grad_input" not in r and "spec" not in r
                for r in lines if r["record"] == "result")
     # The canonical target's arrays are the reference's; the "all" target's gradient differs
@@ -94,7 +96,7 @@ def _written(tmp_path, recs):
         writer = ResultsWriter(fh)
         for rec in recs:
             writer.write(rec)
-    return path, [json.loads(line) for line in path.read_text().splitlines()]
+    return path, [{"record": "result", **json.loads(line)} for line in path.read_text().splitlines()]
 
 
 def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
@@ -105,6 +107,7 @@ def test_call_properties_shared_by_a_cases_targets_are_written_once(tmp_path):
              "call_properties": props}
             for v, props in (("eager", ["nan"]), ("module", ["nan"]), ("compile", []))]
     path, lines = _written(tmp_path, recs)
+    lines = [r for r in lines if r["record"] != "text"]
     assert lines[0]["call_properties"] == ["nan"]  # the case record
     assert "call_properties" not in lines[1] and "call_properties" not in lines[2]
     assert lines[3]["call_properties"] == []  # a call of its own (a case rerun alone) says so
@@ -121,15 +124,19 @@ def test_results_name_what_their_target_and_findings_records_already_say(tmp_pat
              "findings": [finding], "outcome": "expected", "call_shape": None if v == "module" else [1, 1, 3, 3]}
             for v in ("eager", "return_indices", "module")]
     path, lines = _written(tmp_path, recs)
-    assert [r["record"] for r in lines] == ["case", "finding", "result", "result", "result"]
+    assert [r["record"] for r in lines] == ["case", "finding", "text", "result", "result", "result"]
     assert lines[1] == {"record": "finding", **finding}
-    written = lines[2:]
-    assert written[0]["findings"] == ["torch-tie-last"]
-    assert not any(k in r for r in written for k in ("framework", "variant", "device", "run_id", "contradicts"))
+    written = lines[3:]
+    assert written[0]["findings"] == ["torch-tie-last"] and written[0]["framework_version"] == recs[0]["framework_version"]
+    # the target's release, the message and the reverse mode are said once, or not at all
+    assert lines[2] == {"record": "text", "id": 0, "text": recs[0]["message"]} and written[0]["message"] == 0
+    assert not any(k in r for r in written[1:] for k in ("framework_version", "message"))
+    assert not any(k in r for r in written for k in ("framework", "variant", "device", "run_id", "contradicts", "mode"))
     assert "call_shape" not in written[0] and written[2]["call_shape"] is None  # null where not the case's
     # the later results of the case and verdict write what differs from the one before
     assert written[1] == {"record": "result", "case_id": "tie", "target": "torch-return_indices-cpu",
                           "verdict": written[0]["verdict"], "delta": 1}
+    assert "record" not in json.loads(path.read_text().splitlines()[-1])  # a line without one is a result
     _, results = read_results(path)
     assert [{k: r[k] for k in recs[0]} for r in results] == recs
 
@@ -159,3 +166,16 @@ def test_integral_floats_are_written_as_json_integers_and_read_back_exactly():
     nested = json.loads(json.dumps(encode_array(a)))
     assert [type(v) for v in nested[:2]] == [int, int] and nested[3:] == [float(2 ** 60), "-0.0", 1e300]
     assert decode_array(nested, "float64").tobytes() == a.tobytes()
+
+
+def test_a_targets_release_is_written_where_it_changes(tmp_path):
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import read_results
+    spec, x, g = synthetic.tie_case()
+    recs = [{**synthetic.result(case_id, "ties", spec, x, g, framework="jax", variant="jit", run_id="r"),
+             "framework_version": version}
+            for case_id, version in (("a", "0.10.2"), ("b", "0.10.2"), ("c", "0.9.0"), ("d", "0.9.0"))]
+    path, lines = _written(tmp_path, recs)
+    assert [r.get("framework_version") for r in lines if r["record"] == "result"] == ["0.10.2", None, "0.9.0", None]
+    _, results = read_results(path)
+    assert [r["framework_version"] for r in results] == ["0.10.2", "0.10.2", "0.9.0", "0.9.0"]
