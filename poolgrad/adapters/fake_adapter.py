@@ -18,6 +18,7 @@ ABORT, HANG, RAISE, SEGFAULT = 1234.5, 2345.5, 3456.5, 4567.5
 # Runs normally but damages the process, so that its next call aborts whatever it computes (a
 # kernel that wrote out of bounds, whose damage shows later).
 POISON = 5678.5
+IMPORTED_BY = os.getpid()  # a worker forked from a zygote did not import this module itself
 
 
 class FakeAdapter(Adapter):
@@ -51,7 +52,7 @@ class FakeAdapter(Adapter):
             raise ValueError("fake framework refuses the sentinel input")
         self.poisoned = bool((values == POISON).any())
         return Outcome(OK, forward=reference.forward(spec, x), grad_input=reference.backward(spec, x, grad_output),
-                       info={"calls": self.calls, "pid": os.getpid()})
+                       info={"calls": self.calls, "pid": os.getpid(), "imported_by": IMPORTED_BY})
 
 
 ADAPTER = FakeAdapter()

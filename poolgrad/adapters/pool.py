@@ -173,7 +173,7 @@ class WorkerPool:
         for worker in self._workers.values():
             worker.hang_up()  # all exit in parallel; framework teardown takes seconds each
         for worker in self._workers.values():
-            worker.stop()
+            worker.close()
 
 
 class _Call:

@@ -1,7 +1,12 @@
 """One framework's worker process, and the parent's handle on it.
 
-The child is started with multiprocessing's "spawn" method, so it inherits no framework state
-from the parent, and imports only its own adapter module. Its stdout and stderr (file
+The child inherits no framework state from the parent and imports only its own adapter module.
+On Linux it is forked from a *zygote*: a process started with multiprocessing's "spawn"
+method that imported the adapter module once (the seconds TensorFlow or Keras take) and still
+runs a single thread, so a fork of it is what a fresh import would give. A worker that a
+crashing case killed is then back in milliseconds, not seconds. Elsewhere (no
+``os.pidfd_open`` to watch a process that is not one's child) each child is spawned and
+imports for itself. Its stdout and stderr (file
 descriptors 1 and 2, so native aborts and C++ logs too) go to a temp file, whose tail a crash
 message quotes. Requests and replies are pickled over a multiprocessing Connection; NumPy
 arrays, ml_dtypes bfloat16 included, survive the trip unchanged.
@@ -13,6 +18,7 @@ request tuple (method, spec, variant, device, x, grad_output, *extra) it sends o
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import multiprocessing
@@ -22,11 +28,21 @@ import signal
 import sys
 import tempfile
 import time
+from multiprocessing import reduction
 
 from .base import CRASH, ERROR, METHODS, OK, TIMEOUT, UNSUPPORTED, Outcome
 
 _SPAWN = multiprocessing.get_context("spawn")
 _TAIL_CHARS = 2000
+# Forking from a zygote needs fork, and pidfd_open to watch a grandchild (Linux 5.3+).
+FORKS = hasattr(os, "pidfd_open") and hasattr(os, "fork")
+
+
+def _log_to(log_path: str) -> None:
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
 
 
 def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
@@ -35,9 +51,7 @@ def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
     ``env`` is applied before the import, so thread-pool variables reach the framework.
     """
     os.environ.update(env)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    _log_to(log_path)
     faulthandler.enable()  # a segfault then leaves a Python traceback in the log
     try:
         adapter = importlib.import_module(module).ADAPTER
@@ -56,6 +70,43 @@ def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
             sys.stderr.flush()
             os._exit(0)
         _reply(conn, _run(adapter, *request))
+
+
+def zygote(module: str, conn, log_path: str, env: dict[str, str]) -> None:
+    """Zygote entry point: import the adapter module, then fork one worker (``serve``) per
+    ("fork", log path) request, the worker's end of its pipe following as a passed handle, and
+    reap one on ("reap", pid), answering its exit code. EOF: exit."""
+    os.environ.update(env)
+    _log_to(log_path)
+    before = _threads()
+    try:
+        importlib.import_module(module)
+    except Exception as e:
+        conn.send(("failed", f"{module} could not start: {type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", _threads() - before))
+    while True:
+        try:
+            kind, arg = conn.recv()
+        except EOFError:
+            os._exit(0)
+        if kind == "reap":
+            conn.send(os.waitstatus_to_exitcode(os.waitpid(arg, 0)[1]))
+            continue
+        fd = reduction.recv_handle(conn)
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            serve(module, multiprocessing.connection.Connection(fd), arg, {})
+            os._exit(0)
+        os.close(fd)
+        conn.send(pid)
+
+
+def _threads() -> int:
+    # NumPy's OpenBLAS pool, started before (this module imports NumPy), is fork-safe: it
+    # quiesces at fork (pthread_atfork).
+    return len(os.listdir("/proc/self/task"))
 
 
 def _run(adapter, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
@@ -84,6 +135,103 @@ class Lost(Exception):
         self.status, self.message = status, message
 
 
+class _Spawned:
+    """A child process of this one."""
+
+    def __init__(self, target, args: tuple, name: str, daemon: bool = False):
+        self._proc = _SPAWN.Process(target=target, args=args, name=name, daemon=daemon)
+        self._proc.start()
+        self.pid, self.sentinel = self._proc.pid, self._proc.sentinel
+
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+    def join(self, timeout_s: float | None) -> int | None:
+        """The exit code once the process has ended within ``timeout_s``, else None."""
+        self._proc.join(timeout_s)
+        return self._proc.exitcode
+
+    def close(self) -> None:
+        self._proc.close()
+
+
+class _Forked:
+    """A worker its zygote forked: watched through a pidfd, reaped by the zygote."""
+
+    def __init__(self, zygote: "_Zygote", pid: int):
+        self.zygote, self.pid = zygote, pid
+        self.sentinel = os.pidfd_open(pid)  # readable once the process has ended
+        self._exitcode = None
+
+    def alive(self) -> bool:
+        return not multiprocessing.connection.wait([self.sentinel], 0)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def join(self, timeout_s: float | None) -> int | None:
+        if self._exitcode is None and multiprocessing.connection.wait([self.sentinel], timeout_s):
+            self._exitcode = self.zygote.reap(self.pid)
+        return self._exitcode
+
+    def close(self) -> None:
+        os.close(self.sentinel)
+
+
+class _Zygote:
+    """The parent's handle on a zygote (see the module docstring). ``threads``: how many its
+    adapter's import started; forking it is safe only when that is none."""
+
+    def __init__(self, name: str, module: str, env: dict[str, str], timeout_s: float):
+        fd, self.log_path = tempfile.mkstemp(prefix=f"poolgrad-{name}-zygote-", suffix=".log")
+        os.close(fd)
+        self._conn, theirs = _SPAWN.Pipe()
+        self._proc = _Spawned(zygote, (module, theirs, self.log_path, env), f"poolgrad-{name}-zygote", daemon=True)
+        theirs.close()
+        ready = multiprocessing.connection.wait([self._conn, self._proc.sentinel], timeout_s)
+        reply = ("lost", None)
+        if self._conn in ready:
+            with contextlib.suppress(EOFError, ConnectionResetError):
+                reply = self._conn.recv()
+        if reply[0] != "ready":
+            if not ready:
+                lost = Lost(TIMEOUT, f"exceeded {timeout_s:g} s starting the {name} worker")
+            elif reply[0] == "failed":
+                lost = Lost(ERROR, reply[1])
+            else:
+                lost = Lost(CRASH, _died(name, self._proc.join(5), "starting", self.log_path))
+            self.close()
+            raise lost
+        self.threads = reply[1]
+
+    def alive(self) -> bool:
+        return self._proc.alive()
+
+    def fork(self, log_path: str):
+        """(the parent's end of the new worker's pipe, the worker)."""
+        ours, theirs = _SPAWN.Pipe()
+        self._conn.send(("fork", log_path))
+        reduction.send_handle(self._conn, theirs.fileno(), self._proc.pid)
+        theirs.close()  # so the worker's death reads as EOF here
+        return ours, _Forked(self, self._conn.recv())
+
+    def reap(self, pid: int) -> int:
+        self._conn.send(("reap", pid))
+        return self._conn.recv()
+
+    def close(self) -> None:
+        self._conn.close()  # EOF: the zygote exits
+        if self._proc.join(5) is None:
+            self._proc.kill()
+            self._proc.join(None)
+        self._proc.close()
+        os.unlink(self.log_path)
+
+
 class Worker:
     """The parent's handle on one framework's worker process (not thread-safe)."""
 
@@ -91,23 +239,30 @@ class Worker:
         self.name, self.module, self.env = name, module, dict(env or {})
         self.starts = 0
         self.served = 0  # calls answered since the last start
-        self._proc = self._conn = self._log_path = None
+        self._proc = self._conn = self._log_path = self._zygote = None
+        self._forks = FORKS
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        return self._proc is not None and self._proc.alive()
 
     def start(self, timeout_s: float) -> dict:
-        """Spawn the child and return its description (raises Lost if it dies or hangs)."""
+        """Start the child and return its description (raises Lost if it dies or hangs)."""
         self.stop()
+        began = time.perf_counter()
+        if self._forks and (self._zygote is None or not self._zygote.alive()):
+            self._zygote = _Zygote(self.name, self.module, self.env, timeout_s)
+            if self._zygote.threads:  # its import started threads: a fork would copy their locks
+                self._zygote.close()
+                self._zygote, self._forks = None, False
         fd, self._log_path = tempfile.mkstemp(prefix=f"poolgrad-{self.name}-", suffix=".log")
         os.close(fd)
-        began = time.perf_counter()
-        self._conn, child_conn = _SPAWN.Pipe()
-        self._proc = _SPAWN.Process(target=serve, args=(self.module, child_conn, self._log_path, self.env),
-                                    name=f"poolgrad-{self.name}")
-        self._proc.start()
-        child_conn.close()  # so the child's death reads as EOF here
+        if self._zygote is not None:
+            self._conn, self._proc = self._zygote.fork(self._log_path)
+        else:
+            self._conn, child_conn = _SPAWN.Pipe()
+            self._proc = _Spawned(serve, (self.module, child_conn, self._log_path, self.env), f"poolgrad-{self.name}")
+            child_conn.close()  # so the child's death reads as EOF here
         self.starts += 1
         self.served = 0
         kind, payload = self._receive(timeout_s, "starting")
@@ -142,18 +297,9 @@ class Worker:
             self._proc.kill()
             message = doing
         else:
-            self._proc.join(5)
-            message = f"the {self.name} worker died ({_describe_exit(self._proc.exitcode)}) {doing}"
-            tail = self._log_tail()
-            if tail:
-                message += f"; its stderr ended with:\n{tail}"
+            message = _died(self.name, self._proc.join(5), doing, self._log_path)
         self.stop()
         return Lost(status, message)
-
-    def _log_tail(self) -> str:
-        with open(self._log_path, "rb") as f:
-            f.seek(max(0, os.path.getsize(self._log_path) - _TAIL_CHARS))
-            return f.read().decode("utf-8", "replace").strip()
 
     def hang_up(self) -> None:
         """Close the pipe: the child exits on EOF (lets several workers exit at once)."""
@@ -165,13 +311,27 @@ class Worker:
         if self._proc is None:
             return
         self.hang_up()
-        self._proc.join(5)
-        if self._proc.exitcode is None:
+        if self._proc.join(5) is None:
             self._proc.kill()
-            self._proc.join()
+            self._proc.join(None)
         self._proc.close()
         os.unlink(self._log_path)
         self._proc = self._conn = self._log_path = None
+
+    def close(self) -> None:
+        """Stop the child and its zygote."""
+        self.stop()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+
+def _died(name: str, code: int | None, doing: str, log_path: str) -> str:
+    """A crash message: how the process ended, and the tail of its stderr."""
+    with open(log_path, "rb") as f:
+        f.seek(max(0, os.path.getsize(log_path) - _TAIL_CHARS))
+        tail = f.read().decode("utf-8", "replace").strip()
+    return f"the {name} worker died ({_describe_exit(code)}) {doing}" + (f"; its stderr ended with:\n{tail}" if tail else "")
 
 
 def _describe_exit(code: int | None) -> str:

@@ -10,6 +10,7 @@ import pytest
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Target
 from poolgrad.adapters.fake_adapter import ABORT, HANG, POISON, RAISE, SEGFAULT
+from poolgrad.adapters.worker import FORKS
 from fake_frameworks import SPEC, case, fake, fake_pool
 from poolgrad.reference import backward, forward
 
@@ -62,6 +63,15 @@ def test_a_member_run_alone_is_not_blamed_for_the_member_before_it(pool):
     assert_matches_reference(outcomes[1], *cases[1])
 
 
+@pytest.mark.skipif(not FORKS, reason="workers are forked from a zygote only where os.pidfd_open exists")
+def test_a_crashed_worker_is_forked_again_from_its_zygote_which_imported_the_framework_once(pool):
+    before = run_one(pool, *case(0)).info
+    assert run_one(pool, *case(1, sentinel=SEGFAULT)).status == CRASH
+    after = run_one(pool, *case(2)).info
+    assert after["pid"] != before["pid"]
+    assert after["imported_by"] == before["imported_by"] not in (after["pid"], before["pid"], os.getpid())
+
+
 def test_a_pipe_reset_by_a_dying_worker_is_a_crash_and_the_case_runs_again(pool, monkeypatch):
     """A child that dies while answering can reset the pipe (ECONNRESET) instead of closing it."""
     before = run_one(pool, *case(0)).info["pid"]
@@ -69,7 +79,7 @@ def test_a_pipe_reset_by_a_dying_worker_is_a_crash_and_the_case_runs_again(pool,
 
     def die_and_reset():
         worker._proc.kill()
-        worker._proc.join()
+        worker._proc.join(None)
         raise ConnectionResetError(104, "Connection reset by peer")
     monkeypatch.setattr(worker._conn, "recv", die_and_reset)
     x, g = case(2)
