@@ -17,6 +17,7 @@ class ConformancePlugin:
         """``results``: the controller's (None in an xdist worker)."""
         self.run, self.execution, self.results = run, execution, results
         self.summary_lines: list[str] = []
+        self._reduced: dict[str, list] = {}  # nodeid -> the call report's properties, reduced
 
     def pytest_generate_tests(self, metafunc):
         """test_jvp / test_double_backward: the (case, target) pairs the AD modes check."""
@@ -34,14 +35,19 @@ class ConformancePlugin:
         # With xdist this runs in the controller, which receives the workers' reports.
         if not (self.results and report.user_properties):
             return
-        if report.when == "call":
-            self.results.collect(report)
         # The record (arrays and all) goes to the results file; what other reporters keep of it
         # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
         # nothing where the test's outcome says it all (it conforms, or it is skipped, the
-        # skip naming why).
-        report.user_properties = [(VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
-                                  for k, v in report.user_properties if not (k == RECORD_KEY and _says_nothing(v))]
+        # skip naming why). Each record is decoded once: the call report's, whose reduction
+        # the teardown report (the same properties again) reuses.
+        if report.when == "call":
+            properties = [(k, json.loads(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
+            self.results.collect(properties)
+            self._reduced[report.nodeid] = [(VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
+                                            for k, v in properties if not (k == RECORD_KEY and _says_nothing(v))]
+        reduced = self._reduced.pop(report.nodeid, None) if report.when == "teardown" else self._reduced.get(report.nodeid)
+        if reduced is not None:
+            report.user_properties = reduced
 
     def pytest_sessionfinish(self, session):
         self.execution.close()
@@ -72,13 +78,11 @@ class ConformancePlugin:
 VERDICT_KEY = "poolgrad"
 
 
-def _says_nothing(record_json: str) -> bool:
-    rec = json.loads(record_json)
+def _says_nothing(rec: dict) -> bool:
     return rec["outcome"] == "skipped" or (rec["outcome"], rec["verdict"]) == ("pass", "conforms")
 
 
-def _verdict_of(record_json: str) -> str:
-    rec = json.loads(record_json)
+def _verdict_of(rec: dict) -> str:
     return " ".join(filter(None, (rec["outcome"], rec["verdict"], ",".join(f["id"] for f in rec.get("findings") or ()))))
 
 
@@ -90,3 +94,9 @@ class XdistHooks:
 
     def pytest_configure_node(self, node):
         node.workerinput["poolgrad_run_id"] = self.run.run_id
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.option.dist == "loadgroup":
+            from .scheduling import UnitScheduling
+            return UnitScheduling(config, log)
+        return None

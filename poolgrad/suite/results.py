@@ -47,13 +47,14 @@ class Results:
         if config.getoption("report_html") or config.getoption("report_markdown"):
             self._memory_records = []
 
-    def collect(self, report) -> None:
-        """Write the records a test report carries, as they arrive."""
-        for key, value in report.user_properties:
+    def collect(self, properties) -> None:
+        """Write the records a call report carries, as they arrive (``properties``: its
+        user properties, records decoded)."""
+        for key, value in properties:
             if key == FRAMEWORK_KEY:
                 self.frameworks_seen.update(json.loads(value))
             elif key == RECORD_KEY:
-                rec = json.loads(value)
+                rec = value
                 if "input" in rec:
                     self._case_fields[rec["case_id"]] = {f: rec.get(f) for f in CASE_FIELDS}
                 else:

@@ -16,6 +16,8 @@ import tomllib
 import zlib
 from pathlib import Path
 
+from xdist.scheduler import LoadGroupScheduling
+
 from poolgrad.cases.ids import geometry_tag
 
 from .check import op_name
@@ -75,3 +77,18 @@ def order(items: list) -> list:
             by_case.setdefault(id(case_and_target(item)[0]), []).append(item)
         out += [item for run in by_case.values() for item in run]
     return out + rest
+
+
+class UnitScheduling(LoadGroupScheduling):
+    """pytest-xdist's loadgroup scheduling without its cost quadratic in the tests: after each
+    test, xdist counts a worker's pending tests over every unit the worker was ever given
+    (measured: 9 s of the controller's 16 s on 8,000 tests). A unit whose tests are all
+    done is dropped from the worker's workload, so the count walks the units in progress;
+    a finished unit has no pending test, so nothing that reads the workload changes."""
+
+    def mark_test_complete(self, node, item_index, duration=0):
+        super().mark_test_complete(node, item_index, duration)
+        workload = self.assigned_work[node]
+        unit = self._split_scope(self.registered_collections[node][item_index])
+        if unit in workload and False not in workload[unit].values():
+            del workload[unit]

@@ -71,3 +71,38 @@ def test_order_is_the_same_whatever_the_string_hashes():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
     assert len(outs) == 1, outs
+
+
+class _Node:
+    """A stand-in xdist worker: records the test indexes it is sent."""
+
+    def __init__(self, name):
+        self.gateway = types.SimpleNamespace(id=name)
+        self.sent, self.shutting_down = [], False
+
+    def send_runtest_some(self, indexes):
+        self.sent += indexes
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_unit_scheduling_drops_finished_units_and_runs_every_test_once():
+    config = types.SimpleNamespace(getvalue=lambda name: ["2*popen"], option=types.SimpleNamespace(loadscopereorder=False))
+    sched = scheduling.UnitScheduling(config)
+    collection = [f"t.py::test[{u}-{i}]@unit{u}" for u in range(6) for i in range(4)]
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    done = []
+    while any(node.sent for node in nodes):
+        for node in nodes:
+            if node.sent:
+                index = node.sent.pop(0)
+                done.append(collection[index])
+                sched.mark_test_complete(node, index)
+                # the worker's workload holds only units with a test still to run
+                assert all(False in unit.values() for unit in sched.assigned_work[node].values())
+    assert sorted(done) == sorted(collection) and sched.tests_finished and not sched.has_pending
