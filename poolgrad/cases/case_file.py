@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from poolgrad.json_values import SPECIAL, float_to_json, shape_of
+from poolgrad.json_values import SPECIAL, float_to_json, shape_of, to_float64
 from poolgrad.reference import PoolSpec, SpecError, output_shape
 from poolgrad.reference.spec import FIELDS
 
@@ -85,9 +85,11 @@ def _array(field: str, value, max_elements: int, empty_shape=None) -> np.ndarray
     size = math.prod(shape)
     if size > max_elements:
         raise SpecError(field, f"{size} elements, more than the limit of {max_elements} (max_elements)")
-    flat: list[float] = []
-    _flatten(field, value, shape, flat)
-    arr = np.array(flat, dtype=np.float64).reshape(shape)
+    try:
+        arr = to_float64(value)
+    except ValueError as e:
+        _flatten(field, value, shape, [])  # names where in the array
+        raise SpecError(field, str(e)) from None
     if size == 0 and empty_shape is not None and math.prod(empty_shape) == 0:
         arr = arr.reshape(empty_shape)
     return arr

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from poolgrad.json_values import SPECIAL
+from poolgrad.json_values import to_float64
 
 from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, TEXT_FIELDS,
                      RecordError, target_fields, validate)
@@ -52,20 +52,7 @@ def decode_array(nested, dtype) -> np.ndarray:
     ``dtype`` may be a name ("bfloat16") or a NumPy dtype. A ragged list or an unknown string
     raises ValueError.
     """
-    dtype = _dtype(dtype)
-    obj = np.array(nested, dtype=object)
-    if obj.size and any(isinstance(v, list) for v in obj.flat):
-        raise ValueError("ragged nested list: every row must have the same length")
-    flat = obj.ravel()
-    out = np.empty(flat.shape, np.float64)
-    is_str = np.array([isinstance(v, str) for v in flat], dtype=bool)
-    for i in np.flatnonzero(is_str):
-        if flat[i] not in SPECIAL:
-            raise ValueError(f"unknown value {flat[i]!r} in an array; allowed strings: {', '.join(SPECIAL)}")
-        out[i] = SPECIAL[flat[i]]
-    out[~is_str] = flat[~is_str].astype(np.float64)
-    out = out.reshape(obj.shape)
-    return out.astype(dtype)
+    return to_float64(nested).astype(_dtype(dtype))
 
 
 def _dtype(dtype) -> np.dtype:
