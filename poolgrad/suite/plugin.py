@@ -30,24 +30,34 @@ class ConformancePlugin:
                 pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
                 for c, t in pairs if self.run.runs(c, t)])
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        # The record travels with the call report only: the teardown report (which copies the
+        # item's properties, and which xdist sends to the controller too) would carry the
+        # arrays a second time.
+        report = yield
+        if call.when == "call":
+            item.user_properties[:] = [(k, v) for k, v in item.user_properties if k != RECORD_KEY]
+        return report
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # With xdist this runs in the controller, which receives the workers' reports.
-        if not (self.results and report.user_properties):
+        if not self.results:
             return
         # The record (arrays and all) goes to the results file; what other reporters keep of it
         # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
         # nothing where the test's outcome says it all (it conforms, or it is skipped, the
-        # skip naming why). Each record is decoded once: the call report's, whose reduction
-        # the teardown report (the same properties again) reuses.
-        if report.when == "call":
+        # skip naming why). The call report carries the record; the teardown report (which
+        # JUnit XML writes) gets the call report's reduction.
+        if report.when == "call" and report.user_properties:
             properties = [(k, json.loads(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
             self.results.collect(properties)
-            self._reduced[report.nodeid] = [(VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
-                                            for k, v in properties if not (k == RECORD_KEY and _says_nothing(v))]
-        reduced = self._reduced.pop(report.nodeid, None) if report.when == "teardown" else self._reduced.get(report.nodeid)
-        if reduced is not None:
-            report.user_properties = reduced
+            report.user_properties = self._reduced[report.nodeid] = [
+                (VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
+                for k, v in properties if not (k == RECORD_KEY and _says_nothing(v))]
+        elif report.when == "teardown" and report.nodeid in self._reduced:
+            report.user_properties = self._reduced.pop(report.nodeid)
 
     def pytest_sessionfinish(self, session):
         self.execution.close()
