@@ -219,9 +219,14 @@ class _Zygote:
         theirs.close()  # so the worker's death reads as EOF here
         return ours, _Forked(self, self._conn.recv())
 
-    def reap(self, pid: int) -> int:
-        self._conn.send(("reap", pid))
-        return self._conn.recv()
+    def reap(self, pid: int) -> int | None:
+        """The worker's exit code; None where the zygote itself is gone (init reaped the
+        worker, and its exit status went with it)."""
+        try:
+            self._conn.send(("reap", pid))
+            return self._conn.recv()
+        except (EOFError, OSError):
+            return None
 
     def close(self) -> None:
         self._conn.close()  # EOF: the zygote exits

@@ -83,8 +83,8 @@ class ConformancePlugin:
             tr.write_line(line)
 
 
-# The property other reporters keep (once per phase report: the first reduces it):
-# "outcome verdict finding,finding", e.g. "expected policy jax-cpu-subnormal-flushed".
+# What other reporters (JUnit XML) keep of a record: "outcome verdict finding,finding",
+# e.g. "expected policy jax-cpu-subnormal-flushed".
 VERDICT_KEY = "poolgrad"
 
 

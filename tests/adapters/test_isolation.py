@@ -72,6 +72,22 @@ def test_a_crashed_worker_is_forked_again_from_its_zygote_which_imported_the_fra
     assert after["imported_by"] == before["imported_by"] not in (after["pid"], before["pid"], os.getpid())
 
 
+@pytest.mark.skipif(not FORKS, reason="workers are forked from a zygote only where os.pidfd_open exists")
+def test_a_worker_whose_zygote_was_killed_still_crashes_cleanly_and_a_new_zygote_takes_over():
+    import signal
+    with fake_pool(fake("orphan")) as p:
+        target = Target("orphan", "eager", "cpu")
+        before = run_one(p, *case(0), target=target).info
+        os.kill(before["imported_by"], signal.SIGKILL)
+        # the orphaned worker's crash has no exit status to read; the case is run again on a
+        # worker of a new zygote, whose crash is the case's own
+        crashed = run_one(p, *case(1, sentinel=SEGFAULT), target=target)
+        assert crashed.status == CRASH and crashed.info["fresh_worker"] and "SIGSEGV" in crashed.message
+        after = run_one(p, *case(2), target=target)
+        assert_matches_reference(after, *case(2))
+        assert after.info["imported_by"] != before["imported_by"]
+
+
 def test_a_pipe_reset_by_a_dying_worker_is_a_crash_and_the_case_runs_again(pool, monkeypatch):
     """A child that dies while answering can reset the pipe (ECONNRESET) instead of closing it."""
     before = run_one(pool, *case(0)).info["pid"]
