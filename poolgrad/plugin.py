@@ -49,8 +49,9 @@ def pytest_generate_tests(metafunc):
     state = metafunc.config.stash[RUN]
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
-        params = [pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
-                  for c in state.cases() for t in state.targets if state.runs(c, t)]
+        # Work units are found from the test ids (scheduling.UnitScheduling), not xdist_group marks.
+        params = [pytest.param(c, t, id=f"{c.id}-{t.id}") for c in state.cases() for t in state.targets
+                  if state.runs(c, t)]
         metafunc.parametrize(["case", "target"], params)
     elif "fuzz_target" in names:
         n = metafunc.config.getoption("fuzz")

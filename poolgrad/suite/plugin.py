@@ -22,13 +22,11 @@ class ConformancePlugin:
     def pytest_generate_tests(self, metafunc):
         """test_jvp / test_double_backward: the (case, target) pairs the AD modes check."""
         if "mode_case" in metafunc.fixturenames and "mode_target" in metafunc.fixturenames:
-            from . import scheduling
             from .ad_modes import selected
             pairs = selected(self.run.cases(), self.run.targets, metafunc.config.getoption("ad_modes"),
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
-                pytest.param(c, t, id=f"{c.id}-{t.id}", marks=pytest.mark.xdist_group(scheduling.unit_name(c)))
-                for c, t in pairs if self.run.runs(c, t)])
+                pytest.param(c, t, id=f"{c.id}-{t.id}") for c, t in pairs if self.run.runs(c, t)])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -107,6 +105,8 @@ class XdistHooks:
 
     def pytest_xdist_make_scheduler(self, config, log):
         if config.option.dist == "loadgroup":
-            from .scheduling import UnitScheduling
-            return UnitScheduling(config, log)
+            from . import scheduling
+            # The catalogue is loaded when the first collection arrives, not before the workers start.
+            return scheduling.UnitScheduling(config, log, units=lambda: scheduling.units(self.run.cases()),
+                                             targets=[t.id for t in self.run.targets])
         return None

@@ -31,6 +31,11 @@ def _costs() -> dict:
     return tomllib.loads(COSTS_PATH.read_text())
 
 
+def units(cases) -> dict[str, str]:
+    """case id -> the name of its work unit."""
+    return {case.id: unit_name(case) for case in cases}
+
+
 def unit_name(case) -> str:
     """The case's batching group, readably: ``max_pool2d-k3s1-float16-c2`` (a digest of the
     spec where a user's case has no geometry tag)."""
@@ -80,11 +85,39 @@ def order(items: list) -> list:
 
 
 class UnitScheduling(LoadGroupScheduling):
-    """pytest-xdist's loadgroup scheduling without its cost quadratic in the tests: after each
-    test, xdist counts a worker's pending tests over every unit the worker was ever given
-    (under cProfile, 9 s of the controller's 16 s on 8,000 tests). A unit whose tests are all
-    done is dropped from the worker's workload, so the count walks the units in progress;
+    """pytest-xdist's loadgroup scheduling, by work unit, without its cost quadratic in the tests.
+
+    A conformance test's unit is looked up from its test id (``units``: case id -> unit name,
+    ``targets``: the target ids that end a test id), not read from an ``xdist_group`` mark:
+    xdist appends a marked test's group to its node id, and so to every name JUnit XML and the
+    terminal show (about 30 bytes per test). Other tests are units of their own.
+
+    After each test, xdist counts a worker's pending tests over every unit the worker was ever
+    given (under cProfile, 9 s of the controller's 16 s on 8,000 tests). A unit whose tests are
+    all done is dropped from the worker's workload, so the count walks the units in progress;
     a finished unit has no pending test, so nothing that reads the workload changes."""
+
+    def __init__(self, config, log=None, *, units=None, targets=()):
+        super().__init__(config, log)
+        self._units = units
+        # Longest first: a target id that ends another ("cpu" ids share suffixes) must not win.
+        self._targets = tuple(f"-{t}" for t in sorted(targets, key=len, reverse=True))
+        self._scopes: dict[str, str] = {}
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = self._scopes.get(nodeid)
+        if scope is None:
+            scope = self._scopes[nodeid] = self._unit_of(nodeid)
+        return scope
+
+    def _unit_of(self, nodeid: str) -> str:
+        params = nodeid.partition("[")[2][:-1]
+        suffix = next((t for t in self._targets if params.endswith(t)), None)
+        if suffix is None:
+            return nodeid
+        if callable(self._units):
+            self._units = self._units()
+        return self._units.get(params[:-len(suffix)], nodeid)
 
     def mark_test_complete(self, node, item_index, duration=0):
         super().mark_test_complete(node, item_index, duration)

@@ -89,19 +89,26 @@ class _Node:
 
 def test_unit_scheduling_drops_finished_units_and_runs_every_test_once():
     config = types.SimpleNamespace(getvalue=lambda name: ["2*popen"], option=types.SimpleNamespace(loadscopereorder=False))
-    sched = scheduling.UnitScheduling(config)
-    collection = [f"t.py::test[{u}-{i}]@unit{u}" for u in range(6) for i in range(4)]
+    # Cases u.i of unit u, each on two targets (one id ends the other), and a test of no unit.
+    units = {f"case{u}.{i}": f"unit{u}" for u in range(6) for i in range(4)}
+    sched = scheduling.UnitScheduling(config, units=lambda: units, targets=["torch-eager-cpu", "eager-cpu"])
+    collection = [f"t.py::test_backward[{case}-{target}]" for case in units
+                  for target in ("torch-eager-cpu", "eager-cpu")] + ["t.py::test_other[x]"]
+    assert [sched._split_scope(n) for n in collection[:3]] == ["unit0"] * 3
+    assert sched._split_scope(collection[-1]) == collection[-1]
     nodes = [_Node("gw0"), _Node("gw1")]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
-    done = []
+    done, node_of_unit = [], {}
     while any(node.sent for node in nodes):
         for node in nodes:
             if node.sent:
                 index = node.sent.pop(0)
                 done.append(collection[index])
+                # a unit's tests all go to one worker
+                assert node_of_unit.setdefault(sched._split_scope(collection[index]), node) is node
                 sched.mark_test_complete(node, index)
                 # the worker's workload holds only units with a test still to run
                 assert all(False in unit.values() for unit in sched.assigned_work[node].values())
