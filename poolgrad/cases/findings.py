@@ -43,7 +43,7 @@ HISTORY_PATH = DATA / "history.json"
 POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate")
 CLAIM_VERDICTS = ("policy", "wrong", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
-           "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
+           "dtype_cpu_features", "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
            "source", "link", "since", "modes"}
 MODES = ("backward", "jvp", "double_backward")
 NO_UPSTREAM = "no upstream report"
@@ -65,6 +65,9 @@ class Finding:
     when: tuple[str, ...]              # case properties that must all hold ("!name": must not)
     when_call: tuple[str, ...]         # properties of some case of the same framework call
     cpu_features: tuple[str, ...]      # "avx512f" must be present, "!avx512f" absent
+    # Per dtype, CPU features the dtype is in scope on (where a kernel library takes a dtype
+    # only on some CPUs): ((dtype, requirements), ...); the other dtypes hold on every CPU.
+    dtype_cpu_features: tuple[tuple[str, tuple[str, ...]], ...]
     onednn_isa: tuple[str, ...]        # the same, over the features oneDNN may use
     onednn: bool | None                # the framework's oneDNN state, where it decides
     min_call_elements: int             # the framework call (cases stacked) has at least this many
@@ -88,6 +91,15 @@ class Finding:
                 and _features_hold(self.cpu_features, machine.cpu_features)
                 and _features_hold(self.onednn_isa, machine.onednn_isa(framework))
                 and (self.onednn is None or machine.onednn.get(framework) == self.onednn))
+
+    def on_machine(self, machine: "Machine") -> "Finding | None":
+        """The finding less the dtypes whose ``dtype_cpu_features`` this machine's CPU does not
+        meet; None where no dtype is left."""
+        dropped = {d for d, required in self.dtype_cpu_features if not _features_hold(required, machine.cpu_features)}
+        if not dropped:
+            return self
+        kept = tuple(d for d in self.dtypes if d not in dropped)
+        return dataclasses.replace(self, dtypes=kept) if kept else None
 
     def in_scope(self, op: str, dtype: str, properties: frozenset[str], call_elements: int = 0,
                  call_properties=lambda: frozenset()) -> bool:
@@ -225,7 +237,7 @@ _ISA_LEVELS = (
     ("AVX512_CORE_AMX_FP16", ("amx_fp16",)),
 )
 # The CPU features poolgrad records: the ones x86 kernels dispatch pooling code on.
-DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_ne_convert", "avx512f", "avx512bw", "avx512vl",
                      "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
                      "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16")
 
@@ -321,6 +333,12 @@ def _finding(raw: dict, index: int) -> Finding:
         raise FindingsError(f"finding {fid!r}: a finding of modes {', '.join(modes)} claims the mode's policy with "
                             f"'forward' only; the reverse-mode gradient of the same call is claimed by the findings "
                             f"that list 'backward' (drop 'gradient'/'policy', or add 'backward' to 'modes')")
+    dtypes = _strings(fid, "dtypes", raw.get("dtypes"), ("*",))
+    per_dtype = raw.get("dtype_cpu_features", {})
+    if not isinstance(per_dtype, dict) or set(per_dtype) - set(dtypes):
+        raise FindingsError(f"finding {fid!r}: field 'dtype_cpu_features' is a table of dtypes the finding lists in "
+                            f"'dtypes' ({', '.join(dtypes)}) to CPU features, e.g. {{float16 = [\"avx512_fp16\"]}}")
+    dtype_cpu_features = tuple((d, _strings(fid, f"dtype_cpu_features.{d}", v, ())) for d, v in per_dtype.items())
     onednn = raw.get("onednn")
     if onednn is not None and not isinstance(onednn, bool):
         raise FindingsError(f"finding {fid!r}: field 'onednn' is true or false")
@@ -329,7 +347,7 @@ def _finding(raw: dict, index: int) -> Finding:
         variants=_strings(fid, "variants", raw.get("variants"), ("*",)),
         devices=_strings(fid, "devices", raw.get("devices"), ("*",)),
         ops=_strings(fid, "ops", raw.get("ops"), ("*",)),
-        dtypes=_strings(fid, "dtypes", raw.get("dtypes"), ("*",)),
+        dtypes=dtypes, dtype_cpu_features=dtype_cpu_features,
         when=when, when_call=when_call, cpu_features=_strings(fid, "cpu_features", raw.get("cpu_features"), ()),
         onednn_isa=_strings(fid, "onednn_isa", raw.get("onednn_isa"), ()), onednn=onednn,
         min_call_elements=min_call,
@@ -388,7 +406,8 @@ class Knowledge(list):
     def for_target(self, framework, variant, device, version, machine: Machine) -> list[Finding]:
         key = (framework, variant, device, version, machine)
         if key not in self._by_target:
-            self._by_target[key] = [f for f in self if f.in_target(framework, variant, device, version, machine)]
+            self._by_target[key] = [g for f in self if f.in_target(framework, variant, device, version, machine)
+                                    and (g := f.on_machine(machine)) is not None]
         return self._by_target[key]
 
     def for_mode(self, framework, variant, device, version, machine: Machine, mode: str) -> list[Finding]:

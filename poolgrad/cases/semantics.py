@@ -88,6 +88,7 @@ _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f6
 def cell(f: kb.Finding) -> str:
     """A cell's text: the claim, and the dtypes or machine where the finding is narrower."""
     where = [" ".join(_SHORT.get(d, d) for d in f.dtypes)] if f.dtypes != ("*",) else []
+    where += [f"{_SHORT.get(d, d)} with {' '.join(r)}" for d, r in f.dtype_cpu_features]
     where += [" ".join(r for r in f.onednn_isa)] if f.onednn_isa else []
     return claim(f) + (f" ({'; '.join(where)})" if where else "")
 
@@ -99,6 +100,7 @@ def _policy(p: dict) -> str:
 def scope_text(f: kb.Finding) -> str:
     scope = [" ".join(v) for v in (f.ops, f.dtypes, f.devices) if v != ("*",)]
     scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("oneDNN ISA", f.onednn_isa)) if v]
+    scope += [f"{d} on CPU {' '.join(r)}" for d, r in f.dtype_cpu_features]
     if f.min_call_elements:
         scope.append(f"calls of {f.min_call_elements}+ elements")
     if f.modes != ("backward",):

@@ -29,7 +29,8 @@ def test_a_finding_is_written_knowledge(finding):
 
 def test_the_knowledge_base_is_curated_not_a_dump():
     # 81: the Keras adaptive max JVP shape error (issue 14) is an error no existing finding can also claim
-    assert 25 <= len(KB) <= 81
+    # 82: oneDNN's float16 gradient sums on AVX512-FP16 CPUs, which no float32 order explains
+    assert 25 <= len(KB) <= 82
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 

@@ -113,7 +113,19 @@ def test_scope_by_release_variant_and_machine():
     assert check(case, Target("tensorflow", "xla", "cpu"), "2.21.0", outcome, isa, 0.0, with_bf16).outcome == "fail"
 
 
+def test_a_dtype_in_scope_on_some_cpus_only():
+    """dtype_cpu_features: float16 is in scope where the CPU has the feature, float32 everywhere."""
+    half = PoolSpec.from_dict({**SPEC.to_dict(), "dtype": "float16"})
+    kb = _kb({**TIE_LAST, "dtypes": ["float32", "float16"], "dtype_cpu_features": {"float16": ["avx512_fp16|amx_fp16"]}})
+    with_fp16, without = Machine(frozenset({"avx512f", "avx512_fp16"})), Machine(frozenset({"avx512f"}))
+    for spec, machine, outcome in ((SPEC, without, "expected"), (half, with_fp16, "expected"), (half, without, "fail")):
+        case = _case(TIES, f"ties-{spec.dtype}", spec)
+        assert check(case, TARGET, "2.21.0", [_outcome(case, tie="last")], kb, 0.0, machine).outcome == outcome
+
+
 @pytest.mark.parametrize("entry, field", [
+    ({"id": "x", "policy": {"tie": "last"}, "dtypes": ["float32"], "dtype_cpu_features": {"float16": ["f16c"]}},
+     "dtype_cpu_features"),
     ({"id": "x", "when": ["several_nans"], "policy": {"tie": "last"}}, "when"),
     ({"id": "x", "policy": {"tie_rule": "last"}}, "policy"),
     ({"id": "x"}, "verdict"),
