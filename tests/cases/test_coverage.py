@@ -10,13 +10,12 @@ from poolgrad.cases.catalogue import geometry_rows
 from poolgrad.cases.ids import input_size, parse_geometry
 from poolgrad.reference import PoolSpec, resolve
 
-GENERATED = coverage.generate()
-
 
 def test_committed_rows_and_doc_are_generated():
     hint = "run: python -m poolgrad.cases.coverage --write"
-    assert coverage.GEOMETRIES_PATH.read_text() == coverage.render_toml(GENERATED), hint
-    assert coverage.COVERAGE_DOC.read_text() == coverage.render_doc(GENERATED), hint
+    generated = coverage.generate()  # here, not at import: every pytest process collects this module
+    assert coverage.GEOMETRIES_PATH.read_text() == coverage.render_toml(generated), hint
+    assert coverage.COVERAGE_DOC.read_text() == coverage.render_doc(generated), hint
 
 
 @pytest.mark.parametrize("op", list(coverage.MODEL))
