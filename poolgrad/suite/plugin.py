@@ -4,8 +4,10 @@ summary are written at the end. Registered by poolgrad/plugin.py as an object ho
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
 
 import pytest
+from _pytest.junitxml import xml_key
 
 from .execution import RECORD_KEY, Execution
 from .results import Results
@@ -43,6 +45,8 @@ class ConformancePlugin:
         # With xdist this runs in the controller, which receives the workers' reports.
         if not self.results:
             return
+        if report.when == "setup":
+            self._junit_classname(report)
         # The record (arrays and all) goes to the results file; what other reporters keep of it
         # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
         # nothing where the test's outcome says it all (it conforms, or it is skipped, the
@@ -56,6 +60,17 @@ class ConformancePlugin:
                 for k, v in properties if not (k == RECORD_KEY and _says_nothing(v))]
         elif report.when == "teardown" and report.nodeid in self._reduced:
             report.user_properties = self._reduced.pop(report.nodeid)
+
+    def _junit_classname(self, report):
+        """Conformance tests get the JUnit classname ``poolgrad``: pytest derives it from the
+        module's path (``poolgrad.conformance.test_conformance`` in a checkout, a path through
+        site-packages when installed), which differs by install and is most of the bytes of a
+        passing test's entry; the test name (the test id) is the same everywhere."""
+        xml = self.run.config.stash.get(xml_key, None)
+        if xml is not None and PurePosixPath(report.nodeid.split("::")[0]).parent.parts[-2:] == CONFORMANCE_PACKAGE:
+            # LogXML keeps attributes set before it opens the entry over its own (as
+            # record_xml_attribute does, which xdist workers cannot reach).
+            xml.node_reporter(report).add_attribute("classname", JUNIT_CLASSNAME)
 
     def pytest_sessionfinish(self, session):
         self.execution.close()
@@ -80,6 +95,9 @@ class ConformancePlugin:
         for line in self.summary_lines:
             tr.write_line(line)
 
+
+JUNIT_CLASSNAME = "poolgrad"
+CONFORMANCE_PACKAGE = ("poolgrad", "conformance")
 
 # What other reporters (JUnit XML) keep of a record: "outcome verdict finding,finding",
 # e.g. "expected policy jax-cpu-subnormal-flushed".

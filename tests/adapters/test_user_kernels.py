@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "poolgrad/conformance", "-q",
          "--target", "my_pooling:argmax_first", "--target", "my_pooling:all_maxima",
-         "-k", "max_pool1d and ties and not nan", "--results", str(results)],
+         "-k", "max_pool1d and ties and not nan", "--results", str(results), "--junitxml", str(tmp_path / "j.xml")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     checked: dict[str, list] = {}
     for rec in read_results(results)[1]:
@@ -44,6 +45,14 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
     assert named and all(r["policy"] == {"tie": "all", "nan": "propagate"} and r["outcome"] == "fail" for r in named)
     assert {r["verdict"] for r in mask} <= {"policy", "conforms"} and not any(r["findings"] for r in mask)
     assert run.returncode == 1 and "tie=all" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    # JUnit XML: the classname every install shares, and the verdict of a result its outcome
+    # does not say (a named policy fails), none where it conforms.
+    cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    verdicts = {c.get("name"): (c.get("classname"), [p.get("value") for p in c.iter("property") if p.get("name") == "poolgrad"])
+                for c in cases}
+    assert len(verdicts) >= len(first) + len(mask) and {cls for cls, _ in verdicts.values()} == {"poolgrad"}
+    assert {v[0] for name, (_, v) in verdicts.items() if "all_maxima" in name and v} == {"fail policy"}
+    assert not any(v for name, (_, v) in verdicts.items() if "argmax_first" in name)
 
 
 KERNELS = '''
