@@ -173,7 +173,9 @@ def covering_rows(op: str, have=()) -> list[dict]:
     given rows: its whole array beside the core rows made 15 more calls (226 rows against 211).
     Only the array's rows are candidates, so the knowledge base's findings were all measured
     on these geometries; a greedy choice among every valid row needs 181 rows, but its new
-    geometries meet behaviours no finding explains yet (the issue 12 note lists them)."""
+    geometries meet behaviours no finding explains yet (Keras on torch refusing a SAME window
+    larger than a 1-element depth, float32 average sums overflowing in TF, torch.compile's
+    dilated ceil_mode 3-D windows, JAX's NaN scan under asymmetric 3-D padding, ...)."""
     n = len(MODEL[op])
     geometries = _geometries(op)
     todo = _pairs(_valid_rows(op), n).difference(*(_pairs(geometries[key], n) for key in have if key in geometries))
