@@ -185,6 +185,8 @@ def covering_rows(op: str, have=()) -> list[dict]:
     chosen = []
     while todo:
         row, pairs = max(candidates, key=lambda c: len(c[1] & todo))
+        if not pairs & todo:  # the array covers every feasible pair, so this would be a bug
+            raise AssertionError(f"{op}: allpairspy's array leaves {sorted(todo)[:3]} uncovered")
         chosen.append(row)
         todo -= pairs
     return [dict(zip(MODEL[op], row)) for row in chosen]
