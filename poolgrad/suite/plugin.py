@@ -11,7 +11,7 @@ from _pytest.junitxml import xml_key
 
 from .execution import RECORD_KEY, Execution
 from .results import Results
-from .run import Run
+from .run import Run, long_lived
 
 
 class ConformancePlugin:
@@ -29,6 +29,11 @@ class ConformancePlugin:
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
                 pytest.param(c, t, id=f"{c.id}-{t.id}") for c, t in pairs if self.run.runs(c, t)])
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session):
+        with long_lived():
+            return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):

@@ -3,6 +3,8 @@ shard, run id and knowledge base, and which (case, target) pairs have a framewor
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import uuid
 
 import pytest
@@ -39,15 +41,16 @@ class Run:
     def cases(self):
         if self._cases is None:
             path = self.config.getoption("case_file")
-            if path:
-                from poolgrad.cases.case_file import CaseFileError, load_case_file
-                try:
-                    self._cases = load_case_file(path)
-                except CaseFileError as e:
-                    raise pytest.UsageError(str(e)) from None
-            else:
-                from poolgrad.cases import catalogue
-                self._cases = catalogue()
+            with long_lived():
+                if path:
+                    from poolgrad.cases.case_file import CaseFileError, load_case_file
+                    try:
+                        self._cases = load_case_file(path)
+                    except CaseFileError as e:
+                        raise pytest.UsageError(str(e)) from None
+                else:
+                    from poolgrad.cases import catalogue
+                    self._cases = catalogue()
         return self._cases
 
     def unsupported(self, target, spec, shape) -> str | None:
@@ -61,3 +64,19 @@ class Run:
 
     def runs(self, case, target) -> bool:
         return self.unsupported(target, case.spec, case.input.shape) is None
+
+
+@contextlib.contextmanager
+def long_lived():
+    """For making what lives as long as the run (the cases and their arrays, the test items):
+    the cyclic garbage collector is off meanwhile and what exists after is frozen (gc.freeze),
+    so no full collection walks it again. Collecting 27,000 cases' items spent 4.6 of its 14 s
+    in the collector."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
