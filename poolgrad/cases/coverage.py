@@ -180,8 +180,8 @@ def covering_rows(op: str, have=()) -> list[dict]:
     geometries = _geometries(op)
     todo = _pairs(_valid_rows(op), n).difference(*(_pairs(geometries[key], n) for key in have if key in geometries))
     # A row covers the pairs of every valid class row that comes out as its geometry.
-    candidates = [(row, _pairs(geometries[_key(geometry_row(op, dict(zip(MODEL[op], row))))], n))
-                  for row in _array_rows(op)]
+    key_of = {values: key for key, group in geometries.items() for values in group}
+    candidates = [(row, _pairs(geometries[key_of[row]], n)) for row in _array_rows(op)]
     chosen = []
     while todo:
         row, pairs = max(candidates, key=lambda c: len(c[1] & todo))
