@@ -103,8 +103,14 @@ def _declared_shape(entry: dict):
     return None if shape is None else tuple(shape)
 
 
-def _case(entry: dict, max_elements: int) -> Case:
-    spec = PoolSpec.from_dict({"dtype": DEFAULT_DTYPE, **{k: v for k, v in entry.items() if k in _SPEC_KEYS}})
+def _case(entry: dict, max_elements: int, known: dict) -> Case:
+    """``known``: what earlier cases of the file resolved (specs by their keys, output shapes
+    by spec and input shape); a file's cases share a few specs and shapes."""
+    keys = {"dtype": DEFAULT_DTYPE, **{k: v for k, v in entry.items() if k in _SPEC_KEYS}}
+    text = repr(keys)
+    spec = known.get(text)
+    if spec is None:
+        spec = known[text] = PoolSpec.from_dict(keys)
     if "input" not in entry:
         raise SpecError("input", "missing; a nested list of shape (N, C, *spatial)")
     declared = _declared_shape(entry)
@@ -116,7 +122,9 @@ def _case(entry: dict, max_elements: int) -> Case:
                         f"got shape {x.shape}")
     if spec.rank is None:
         spec = dataclasses.replace(spec, rank=x.ndim - 2)
-    out_shape = output_shape(spec, x.shape)
+    out_shape = known.get((spec, x.shape))
+    if out_shape is None:
+        out_shape = known[spec, x.shape] = output_shape(spec, x.shape)
     g = None
     if entry.get("grad_output") is not None:
         g = _array("grad_output", entry["grad_output"], max_elements, out_shape)
@@ -167,7 +175,7 @@ def load_case_file(path, max_elements: int = 1_000_000) -> list[Case]:
         raise CaseFileError(path, None, unknown[0], f"unknown top-level key; allowed: {', '.join(sorted(_TOP_KEYS))}")
     if not isinstance(data.get("cases"), list):
         raise CaseFileError(path, None, "cases", "must be a list of case objects")
-    cases, seen = [], set()
+    cases, seen, known = [], set(), {}
     for index, entry in enumerate(data["cases"]):
         label = f"#{index}"
         try:
@@ -178,7 +186,7 @@ def load_case_file(path, max_elements: int = 1_000_000) -> list[Case]:
             if unknown:
                 raise SpecError(unknown[0], "unknown key; allowed: id, family, input, grad_output, "
                                 f"shape and the spec keys {', '.join(FIELDS)}")
-            cases.append(_case(entry, max_elements))
+            cases.append(_case(entry, max_elements, known))
         except SpecError as e:
             raise CaseFileError(path, label, e.field, e.problem) from None
         seen.add(label)

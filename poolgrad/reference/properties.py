@@ -62,9 +62,26 @@ PROPERTIES = {
 
 def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
     """The names of PROPERTIES that hold for ``x`` (N, C, *spatial) under ``spec``."""
+    return properties_of_cases(spec, [x])[0]
+
+
+def properties_of_cases(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[str]]:
+    """``case_properties`` of each of ``xs`` under ``spec``. Inputs of one dtype and shape past
+    N (a framework call's cases) are stacked along N and their windows walked once: walking the
+    taps costs the same for one case as for a call's hundred."""
+    found: list[frozenset[str] | None] = [None] * len(xs)
+    stacks: dict[tuple, list[int]] = {}
+    for i, x in enumerate(xs):
+        stacks.setdefault((x.dtype, x.shape[1:]), []).append(i)
+    for members in stacks.values():
+        for i, props in zip(members, _stacked_properties(spec, [xs[i] for i in members])):
+            found[i] = props
+    return found
+
+
+def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
+    """The properties the spec and the input's shape decide, whatever the values."""
     found = set()
-    if x.size == 0:
-        found.add("empty")
     if spec.dilation is not None and any(d > 1 for d in np.atleast_1d(spec.dilation)):
         found.add("dilation")
     if spec.op == "avg_pool" and not spec.count_include_pad:
@@ -78,12 +95,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
         if np.all(stride == kernel) and "dilation" not in found:
             found.add("non_overlapping")
-    xf = x.astype(np.float64)
-    tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
-    if ((np.abs(xf) < tiny) & (xf != 0)).any():
-        found.add("subnormal")
-    plan = plan_for(spec, x.shape)
-    geom = plan.geom
+    geom = plan_for(spec, shape).geom
     if geom.pads is not None and any(p != (0, 0) for p in geom.pads) and geom.pads != tuple(
             same_padding(a.length, k, s, d) for a, k, s, d in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation)):
         found.add("explicit_padding")
@@ -102,8 +114,50 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         found.add("adaptive_unit_last_axis")
     if any(bool((a.in_window & ~a.in_padded).any()) for a in geom.axes):
         found.add("ceil_overhang")
-    if x.size == 0:
-        return frozenset(found)
+    return found
+
+
+def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[str]]:
+    """``properties_of_cases`` for inputs of one dtype and shape past N."""
+    x = xs[0] if len(xs) == 1 else np.concatenate(xs)
+    common = _spec_properties(spec, x.shape)
+    tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
+    found = [common | ({"empty"} if xi.size == 0 else set()) for xi in xs]
+    for props, xi in zip(found, xs):
+        if _subnormal(xi, tiny).any():
+            props.add("subnormal")
+    if x.size:
+        names, hits = _window_flags(spec, x)
+        counts = [len(xi) for xi in xs]
+        starts = np.cumsum([0] + counts[:-1])
+        filled = [i for i, n in enumerate(counts) if n]
+        # per flag and case: whether any of the case's planes has a window where it holds
+        per_case = np.logical_or.reduceat(hits, starts[filled], axis=1)
+        for column, i in enumerate(filled):
+            found[i].update(name for name, hit in zip(names, per_case[:, column]) if hit)
+    flushable = [i for i, props in enumerate(found) if "subnormal" in props and "ties" not in props]
+    if flushable:
+        flushed = [np.where(_subnormal(xs[i], tiny), np.copysign(0.0, xs[i].astype(np.float64)), xs[i]).astype(x.dtype)
+                   for i in flushable]
+        for i, props in zip(flushable, _stacked_properties(spec, flushed)):
+            if "ties" in props:
+                found[i].add("ties_if_flushed")
+    for props in found:
+        if "ties" in props:
+            props.add("ties_if_flushed")
+    return [frozenset(props) for props in found]
+
+
+def _subnormal(x: np.ndarray, tiny: float) -> np.ndarray:
+    xf = x.astype(np.float64)
+    return (np.abs(xf) < tiny) & (xf != 0)
+
+
+def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The value properties, and for each of them and each plane along N whether one of the
+    plane's windows has it ((properties, N) bool)."""
+    plan = plan_for(spec, x.shape)
+    geom = plan.geom
     xw = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
     out = plan.out_shape(xw)
     zeros = lambda: np.zeros(out, dtype=np.int64)  # noqa: E731
@@ -143,6 +197,7 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         real = True if valid is None else valid
         n_max += real & (v == top)
     has_real = n_real > 0
+    largest = float(ml_dtypes.finfo(x.dtype).max)
     flags = {
         "nan": n_nan > 0,
         "nan_several": n_nan > 1,
@@ -162,18 +217,12 @@ def case_properties(spec: PoolSpec, x: np.ndarray) -> frozenset[str]:
         "padding_could_win": reads_padding & has_real & ((top < 0) | ((top == 0) & (n_pos0 == 0))),
         "empty_window": ~has_real,
         "zero_window": has_real & (n_zero == n_real),
-        "power_sum_overflows": power_sum > float(ml_dtypes.finfo(x.dtype).max),
-        "window_sum_overflows": abs_sum > float(ml_dtypes.finfo(x.dtype).max),
-        "power_overflows": power_max > float(ml_dtypes.finfo(x.dtype).max),
+        "power_sum_overflows": power_sum > largest,
+        "window_sum_overflows": abs_sum > largest,
+        "power_overflows": power_max > largest,
     }
-    found.update(name for name, hit in flags.items() if np.any(hit))
-    if "subnormal" in found and "ties" not in found:
-        flushed = np.where((np.abs(xf) < tiny) & (xf != 0), np.copysign(0.0, xf), xf).astype(x.dtype)
-        if "ties" in case_properties(spec, flushed):
-            found.add("ties_if_flushed")
-    elif "ties" in found:
-        found.add("ties_if_flushed")
-    return frozenset(found)
+    planes = len(x)
+    return list(flags), np.stack([np.broadcast_to(hit, out).reshape(planes, -1).any(axis=1) for hit in flags.values()])
 
 
 def _padding_taps(geom):

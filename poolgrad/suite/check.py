@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -12,7 +11,7 @@ from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases.findings import Judgement, Knowledge, Machine, policy_text
-from poolgrad.reference.properties import case_properties as properties_of
+from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports.records import encode_array
 from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.case import case_for
@@ -61,11 +60,11 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
 
     candidates = knowledge.for_mode(target.framework, target.variant, target.device, version or "", machine, mode)
-    properties = case_properties(case)
     # What the other cases of the framework call were, for kernels that write across cases; a
     # replayed record brings them along (call_properties).
     others = frozenset(first.info.get("call_properties") or ()).union(
         _others_in_call(case, first.info.get("call_members") or ()))
+    properties = case_properties(case)
     call = first.info.get("call_shape") or case.input.shape
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
                         int(np.prod(call)), lambda: properties | others)
@@ -91,10 +90,27 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     return Checked(j.outcome, message, record, j)
 
 
-@functools.lru_cache(maxsize=4096)
 def case_properties(case) -> frozenset[str]:
     """The case's properties (poolgrad/reference/properties.py), once per case (cases hash by identity)."""
-    return properties_of(case.spec, case.input)
+    return cases_properties([case])[0]
+
+
+_properties: collections.OrderedDict = collections.OrderedDict()
+
+
+def cases_properties(cases) -> list[frozenset[str]]:
+    """``case_properties`` of each of ``cases``. Those not known yet are found together, the
+    cases of one spec stacked (properties_of_cases walks a call's windows once, not once per case)."""
+    by_spec: dict = {}
+    for c in cases:
+        if c not in _properties:
+            by_spec.setdefault(c.spec, {})[c] = None  # ordered and without repeats
+    for spec, missing in by_spec.items():
+        _properties.update(zip(missing, properties_of_cases(spec, [c.input for c in missing])))
+    found = [_properties[c] for c in cases]
+    while len(_properties) > 1 << 16:
+        _properties.popitem(last=False)
+    return found
 
 
 def headline(text: str, limit: int = 240) -> str:
@@ -115,7 +131,7 @@ def _others_in_call(case, members) -> frozenset[str]:
     cases are checked one after another), not once per case and member."""
     key = id(members)
     if key not in _calls or _calls[key][0] is not members:
-        _calls[key] = (members, collections.Counter(p for m in members for p in case_properties(m)))
+        _calls[key] = (members, collections.Counter(p for props in cases_properties(members) for p in props))
         if len(_calls) > 64:
             _calls.popitem(last=False)
     count = _calls[key][1]

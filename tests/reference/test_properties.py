@@ -67,3 +67,21 @@ def test_every_property_is_in_the_spec():
     spec = (Path(__file__).parents[2] / "SPEC.md").read_text()
     for name, meaning in PROPERTIES.items():
         assert f"| `{name}` | {meaning} |" in spec, name
+
+
+def test_a_calls_cases_stacked_have_each_cases_own_properties():
+    """properties_of_cases walks a framework call's cases at once (stacked along N, as they
+    run); each case still gets exactly the properties it has alone, empty-batch and
+    subnormal cases (ties_if_flushed) included."""
+    import collections
+
+    from poolgrad.cases import catalogue
+    from poolgrad.reference.properties import properties_of_cases
+
+    calls = collections.defaultdict(list)
+    for case in catalogue():
+        calls[case.spec].append(case)
+    for spec, cases in calls.items():
+        stacked = properties_of_cases(spec, [c.input for c in cases])
+        alone = [case_properties(spec, c.input) for c in cases]
+        assert stacked == alone, [c.id for c, s, a in zip(cases, stacked, alone) if s != a]
