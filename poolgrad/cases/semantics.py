@@ -33,7 +33,7 @@ ROWS = (
       "padding_could_win", "empty_window", "infinite_max")),
     ("Subnormals", ("subnormal",)),
     ("ceil_mode overhang", ("ceil_overhang",)),
-    ("lp_pool at zero", ("zero_window",)),
+    ("lp_pool at zero", ("zero_window", "zero_power_sum")),
     ("Dilation", ("dilation",)),
     ("Explicit padding", ("explicit_padding",)),
     ("Empty input", ("empty",)),

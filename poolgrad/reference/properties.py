@@ -42,6 +42,7 @@ PROPERTIES = {
     "empty_window": "a window has no real element",
     "ceil_overhang": "a ceil_mode window reaches past the padded input",
     "zero_window": "a window's real elements are all zero",
+    "zero_power_sum": "lp_pool: a window's sum of x ** p over its real elements is exactly zero (all zeros, or terms that cancel)",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
     "window_sum_overflows": "avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
     "power_overflows": "lp_pool: some |x| ** p of a real element exceeds the dtype's largest finite value",
@@ -165,7 +166,7 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
     n_finite = zeros()
     nan_late = np.zeros(out, dtype=bool)
     first_number = np.zeros(out, dtype=bool)
-    power_sum, abs_sum, power_max = np.zeros(out), np.zeros(out), np.zeros(out)
+    power_sum, abs_sum, power_max, signed_power_sum = (np.zeros(out) for _ in range(4))
     top = np.full(out, -np.inf)
     reads_padding = np.zeros(geom.out_shape, dtype=bool)
     leads_padding, seen = np.zeros(geom.out_shape, dtype=bool), np.zeros(geom.out_shape, dtype=bool)
@@ -186,6 +187,7 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
         if spec.op == "lp_pool":
             with np.errstate(over="ignore", invalid="ignore"):
                 power = np.where(real, np.abs(v.astype(np.float64)) ** float(spec.norm_type), 0.0)
+                signed_power_sum += np.where(real, v.astype(np.float64) ** float(spec.norm_type), 0.0)
                 power_sum += power
                 np.copyto(power_max, np.fmax(power_max, power))
         n_zero += real & (v == 0)
@@ -217,6 +219,8 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
         "padding_could_win": reads_padding & has_real & ((top < 0) | ((top == 0) & (n_pos0 == 0))),
         "empty_window": ~has_real,
         "zero_window": has_real & (n_zero == n_real),
+        # the sum the spec's lp gradient is 0 at (reference/lp_pool.py)
+        "zero_power_sum": has_real & (signed_power_sum == 0) if spec.op == "lp_pool" else False,
         "power_sum_overflows": power_sum > largest,
         "window_sum_overflows": abs_sum > largest,
         "power_overflows": power_max > largest,

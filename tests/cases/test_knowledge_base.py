@@ -31,7 +31,7 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 81: the Keras adaptive max JVP shape error (issue 14) is an error no existing finding can also claim
     # 82: oneDNN's float16 gradient sums on AVX512-FP16 CPUs, which no float32 order explains
     # 83-85: behaviours that random draws of the catalogue's cases and stacked calls of users' size show:
-    # torch.compile's 2-D stray gradient, YNNPACK's channels-last NaN order and its unflushed bfloat16 forward
+    # torch.compile's 2-D stray gradient, YNNPACK's NaN order and its unflushed bfloat16 forward
     assert 25 <= len(KB) <= 85
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
