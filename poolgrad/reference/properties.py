@@ -186,8 +186,9 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
             abs_sum += np.where(real, np.abs(v.astype(np.float64)), 0.0)
         if spec.op == "lp_pool":
             with np.errstate(over="ignore", invalid="ignore"):
-                power = np.where(real, np.abs(v.astype(np.float64)) ** float(spec.norm_type), 0.0)
-                signed_power_sum += np.where(real, v.astype(np.float64) ** float(spec.norm_type), 0.0)
+                vf = v.astype(np.float64)
+                power = np.where(real, np.abs(vf) ** float(spec.norm_type), 0.0)
+                signed_power_sum += np.where(real, vf ** float(spec.norm_type), 0.0)
                 power_sum += power
                 np.copyto(power_max, np.fmax(power_max, power))
         n_zero += real & (v == 0)

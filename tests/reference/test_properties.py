@@ -1,13 +1,15 @@
 """poolgrad/reference/properties.py: the case properties findings select on, one worked case each, and
 the SPEC.md table that names them."""
 
+import collections
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from poolgrad.cases import catalogue
 from poolgrad.reference import PoolSpec
-from poolgrad.reference.properties import PROPERTIES, case_properties
+from poolgrad.reference.properties import PROPERTIES, case_properties, properties_of_cases
 
 NAN, INF = np.nan, np.inf
 K2 = {"op": "max_pool1d", "kernel_size": 2, "stride": 2}
@@ -77,11 +79,6 @@ def test_a_calls_cases_stacked_have_each_cases_own_properties():
     """properties_of_cases walks a framework call's cases at once (stacked along N, as they
     run); each case still gets exactly the properties it has alone, empty-batch and
     subnormal cases (ties_if_flushed) included."""
-    import collections
-
-    from poolgrad.cases import catalogue
-    from poolgrad.reference.properties import properties_of_cases
-
     calls = collections.defaultdict(list)
     for case in catalogue():
         calls[case.spec].append(case)
