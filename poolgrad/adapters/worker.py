@@ -214,10 +214,15 @@ class _Zygote:
     def fork(self, log_path: str):
         """(the parent's end of the new worker's pipe, the worker)."""
         ours, theirs = _SPAWN.Pipe()
-        self._conn.send(("fork", log_path))
-        reduction.send_handle(self._conn, theirs.fileno(), self._proc.pid)
-        theirs.close()  # so the worker's death reads as EOF here
-        return ours, _Forked(self, self._conn.recv())
+        try:
+            self._conn.send(("fork", log_path))
+            reduction.send_handle(self._conn, theirs.fileno(), self._proc.pid)
+            theirs.close()  # so the worker's death reads as EOF here
+            return ours, _Forked(self, self._conn.recv())
+        except (OSError, EOFError):  # the zygote is gone
+            ours.close()
+            theirs.close()
+            raise
 
     def reap(self, pid: int) -> int | None:
         """The worker's exit code; None where the zygote itself is gone (init reaped the
@@ -256,15 +261,18 @@ class Worker:
         self.stop()
         began = time.perf_counter()
         if self._forks and (self._zygote is None or not self._zygote.alive()):
-            self._zygote = _Zygote(self.name, self.module, self.env, timeout_s)
-            if self._zygote.threads:  # its import started threads: a fork would copy their locks
-                self._zygote.close()
-                self._zygote, self._forks = None, False
+            self._new_zygote(timeout_s)
         fd, self._log_path = tempfile.mkstemp(prefix=f"poolgrad-{self.name}-", suffix=".log")
         os.close(fd)
         if self._zygote is not None:
-            self._conn, self._proc = self._zygote.fork(self._log_path)
-        else:
+            try:
+                self._conn, self._proc = self._zygote.fork(self._log_path)
+            except (OSError, EOFError):  # killed after alive() looked: a new zygote forks the worker
+                self._zygote.close()
+                self._new_zygote(timeout_s)
+                if self._zygote is not None:
+                    self._conn, self._proc = self._zygote.fork(self._log_path)
+        if self._proc is None:
             self._conn, child_conn = _SPAWN.Pipe()
             self._proc = _Spawned(serve, (self.module, child_conn, self._log_path, self.env), f"poolgrad-{self.name}")
             child_conn.close()  # so the child's death reads as EOF here
@@ -275,6 +283,12 @@ class Worker:
             self.stop()
             raise Lost(ERROR, payload)
         return {**payload, "startup_s": round(time.perf_counter() - began, 3)}
+
+    def _new_zygote(self, timeout_s: float) -> None:
+        self._zygote = _Zygote(self.name, self.module, self.env, timeout_s)
+        if self._zygote.threads:  # its import started threads: a fork would copy their locks
+            self._zygote.close()
+            self._zygote, self._forks = None, False
 
     def run(self, spec, variant, device, x, grad_output, timeout_s: float, method: str = "run",
             extra: tuple = ()) -> Outcome:

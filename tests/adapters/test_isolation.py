@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -83,6 +84,29 @@ def test_a_worker_whose_zygote_was_killed_still_crashes_cleanly_and_a_new_zygote
         # worker of a new zygote, whose crash is the case's own
         crashed = run_one(p, *case(1, sentinel=SEGFAULT), target=target)
         assert crashed.status == CRASH and crashed.info["fresh_worker"] and "SIGSEGV" in crashed.message
+        after = run_one(p, *case(2), target=target)
+        assert_matches_reference(after, *case(2))
+        assert after.info["imported_by"] != before["imported_by"]
+
+
+@pytest.mark.skipif(not FORKS, reason="workers are forked from a zygote only where os.pidfd_open exists")
+def test_a_zygote_that_dies_after_it_looked_alive_is_replaced_when_a_worker_is_forked(monkeypatch):
+    """Killed between the liveness check and the fork (its pipe is broken): a new zygote forks the worker."""
+    import signal
+
+    from poolgrad.adapters import worker as worker_module
+    with fake_pool(fake("orphan")) as p:
+        target = Target("orphan", "eager", "cpu")
+        before = run_one(p, *case(0), target=target).info
+        zygote = p._workers["orphan"]._zygote
+        os.kill(before["imported_by"], signal.SIGKILL)
+        deadline = time.monotonic() + 10  # not join(): the live orphaned worker holds its sentinel open
+        while zygote.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not zygote.alive()
+        monkeypatch.setattr(worker_module._Zygote, "alive", lambda self: True)
+        crashed = run_one(p, *case(1, sentinel=SEGFAULT), target=target)
+        assert crashed.status == CRASH
         after = run_one(p, *case(2), target=target)
         assert_matches_reference(after, *case(2))
         assert after.info["imported_by"] != before["imported_by"]
