@@ -346,11 +346,24 @@ class Worker:
 
 
 def _died(name: str, code: int | None, doing: str, log_path: str) -> str:
-    """A crash message: how the process ended, and the tail of its stderr."""
+    """A crash message: how the process ended, and the tail of its stderr with faulthandler's
+    stacks cut to their innermost frames (whole, they are long with the checkout's path and
+    pushed what killed the process, glibc's "free(): invalid pointer", out of the tail)."""
     with open(log_path, "rb") as f:
-        f.seek(max(0, os.path.getsize(log_path) - _TAIL_CHARS))
-        tail = f.read().decode("utf-8", "replace").strip()
+        f.seek(max(0, os.path.getsize(log_path) - 16 * _TAIL_CHARS))
+        tail = _innermost_frames(f.read().decode("utf-8", "replace"))[-_TAIL_CHARS:].strip()
     return f"the {name} worker died ({_describe_exit(code)}) {doing}" + (f"; its stderr ended with:\n{tail}" if tail else "")
+
+
+def _innermost_frames(text: str, keep: int = 5) -> str:
+    """``text`` with each of faulthandler's stacks cut to its ``keep`` innermost frames (where
+    the framework and its adapter were), and without its list of extension modules."""
+    kept, depth = [], 0
+    for line in text.splitlines():
+        depth = depth + 1 if line.startswith('  File "') else 0
+        if depth <= keep and not line.startswith("Extension modules:"):
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _describe_exit(code: int | None) -> str:
