@@ -1,9 +1,19 @@
 """One case as the verdict engine sees it: canonical results computed once, policy results
-computed on demand and kept, shared by every target's outcome of the same case."""
+computed on demand and kept, shared by every target's outcome of the same case.
+
+The cases of one framework call (one spec, one shape past N) are stacked along N, and the
+reference's results, each policy's results and the magnitudes are computed once for the
+stack: the reference works window by window, so a case's rows of a stacked result are its own
+result bit for bit, and small arrays cost per numpy call, not per element (ten cases of a
+call cost about what one does). What depends on a case as a whole stays per case: its
+candidate policies and their order (features of its own values), its verdicts, the AD modes'
+derived arrays.
+"""
 
 from __future__ import annotations
 
 import collections
+import math
 
 import numpy as np
 
@@ -11,24 +21,69 @@ from poolgrad import reference
 
 from .extended_policies import Policy, Result, candidates, features
 
-CACHE_SIZE = 128
-_cache: collections.OrderedDict = collections.OrderedDict()
+# Stacks kept: a work unit checks its call's cases one after another on every target, so the
+# stack of the call in progress (and the AD modes' calls of the same cases) stay cached.
+CACHE_STACKS = 16
+# Input elements per stack at most: past that a numpy call's overhead is already amortised,
+# and a stack holds every policy result it computed.
+STACK_ELEMENTS = 1 << 16
+
+_stacks: collections.OrderedDict = collections.OrderedDict()  # id -> Stack, least recent first
+_cases: dict = {}                                             # key -> Case (of a cached stack)
 
 
-class Case:
-    def __init__(self, spec, x: np.ndarray, grad_output: np.ndarray):
-        self.spec, self.x, self.grad_output = spec, x, grad_output
-        self.expected_forward = reference.forward(spec, x)
-        self.expected_grad_input = reference.backward(spec, x, grad_output)
-        self.verdicts: dict = {}  # outcome fingerprint -> Verdict fields (identical outcomes recur)
+class Stack:
+    """Cases of one spec and one shape past N, stacked along N."""
+
+    def __init__(self, spec, xs: list[np.ndarray], gs: list):
+        self.spec = spec
+        self.x = np.concatenate(xs) if len(xs) > 1 else xs[0]
+        self.grad_output = np.concatenate([np.asarray(g) for g in gs]) if len(gs) > 1 else gs[0]
+        self.expected_forward = reference.forward(spec, self.x)
+        self.expected_grad_input = reference.backward(spec, self.x, self.grad_output)
+        self.cases: dict = {}  # key -> Case
         self._results: dict[Policy, Result] = {}
-        self._candidates: list[Policy] | None = None
+        self._valid: dict[Policy, np.ndarray] = {}
         self._magnitude = None
-        self._derived: dict = {}
 
     def result(self, policy: Policy) -> Result:
         if policy not in self._results:
             self._results[policy] = policy.evaluate(self.spec, self.x, self.grad_output)
+        return self._results[policy]
+
+    def valid(self, policy: Policy) -> np.ndarray:
+        """Per stacked sample: whether ``policy``'s routing is a valid subgradient."""
+        if policy not in self._valid:
+            self._valid[policy] = self.result(policy).valid()
+        return self._valid[policy]
+
+    def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._magnitude is None:
+            ax, ag = np.abs(self.x), np.abs(np.asarray(self.grad_output))
+            self._magnitude = (reference.forward(self.spec, ax), reference.backward(self.spec, ax, ag))
+        return self._magnitude
+
+
+class Case:
+    def __init__(self, spec, x: np.ndarray, grad_output: np.ndarray, stack: Stack | None = None,
+                 rows: slice | None = None):
+        """``stack`` and ``rows``: the stack holding this case and its rows there (by
+        default a stack of this case alone)."""
+        self.spec, self.x, self.grad_output = spec, x, grad_output
+        self._stack = stack if stack is not None else Stack(spec, [x], [grad_output])
+        self._rows = rows if rows is not None else slice(0, len(x))
+        self.expected_forward = self._stack.expected_forward[self._rows]
+        self.expected_grad_input = self._stack.expected_grad_input[self._rows]
+        self.verdicts: dict = {}  # outcome fingerprint -> Verdict fields (identical outcomes recur)
+        self._results: dict[Policy, Result] = {}
+        self._candidates: list[Policy] | None = None
+        self._derived: dict = {}
+
+    def result(self, policy: Policy) -> Result:
+        if policy not in self._results:
+            r, rows, stack = self._stack.result(policy), self._rows, self._stack
+            self._results[policy] = Result(r.forward[rows], r.grad_input[rows],
+                                           lambda: bool(stack.valid(policy)[rows].all()))
         return self._results[policy]
 
     def candidates(self) -> list[Policy]:
@@ -46,23 +101,47 @@ class Case:
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         """Forward and gradient of |x| and |grad_output|: the size of the terms each output
         sums, so a tolerance is not fooled by cancellation."""
-        if self._magnitude is None:
-            ax, ag = np.abs(self.x), np.abs(np.asarray(self.grad_output))
-            self._magnitude = (reference.forward(self.spec, ax), reference.backward(self.spec, ax, ag))
-        return self._magnitude
+        forward, gradient = self._stack.magnitude()
+        return forward[self._rows], gradient[self._rows]
 
 
-def case_for(spec, x, grad_output, key=None) -> Case:
+def case_for(spec, x, grad_output, key=None, call=()) -> Case:
     """The cached Case for these inputs. Without ``key`` the objects' identities are the key
-    (and the cache holds them, so an id cannot be reused while its entry lives)."""
+    (and the cache holds them, so an id cannot be reused while its entry lives). ``call``:
+    (spec, x, grad_output, key) of every case of its framework call, this one included; those
+    not cached yet are stacked with it."""
     k = key if key is not None else (id(spec), id(x), id(grad_output))
-    case = _cache.get(k)
-    if case is None or (key is None and not (case.spec is spec and case.x is x
-                                             and case.grad_output is grad_output)):
-        case = Case(spec, x, grad_output)
-        _cache[k] = case
-        if len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(k)
-    return case
+    case = _cases.get(k)
+    if case is not None and (key is not None or (case.spec is spec and case.x is x and case.grad_output is grad_output)):
+        _stacks.move_to_end(id(case._stack))
+        return case
+    # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
+    members, size = [(spec, x, grad_output, k)], math.prod(x.shape)
+    for m in call:
+        n = math.prod(m[1].shape)
+        if (m[3] is not None and m[3] != k and m[3] not in _cases and size + n <= STACK_ELEMENTS
+                and m[0] == spec and _layout(m[1], m[2]) == _layout(x, grad_output)):
+            members.append(m)
+            size += n
+    return _cache(members)[k]
+
+
+def _layout(x, g) -> tuple:
+    g = np.asarray(g)
+    return x.dtype, x.shape[1:], g.dtype, g.shape[1:]
+
+
+def _cache(members: list[tuple]) -> dict:
+    """Stack ``members`` (one spec and layout) and cache their Cases; returns them by key."""
+    stack = Stack(members[0][0], [m[1] for m in members], [m[2] for m in members])
+    start = 0
+    for spec, x, g, k in members:
+        stack.cases[k] = _cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)))
+        start += len(x)
+    _stacks[id(stack)] = stack
+    while len(_stacks) > CACHE_STACKS:
+        _, old = _stacks.popitem(last=False)
+        for k, c in old.cases.items():
+            if _cases.get(k) is c:
+                del _cases[k]
+    return stack.cases

@@ -97,7 +97,8 @@ class Policy:
         if not spec.is_max:  # arithmetic: what is summed (flushed inputs) and where the sums are kept
             xs = flush_subnormals(x) if self.ftz else x
             return Result(reference.forward(spec, xs, accumulate=self.accumulate),
-                          reference.backward(spec, xs, g, accumulate=self.accumulate), lambda: True)
+                          reference.backward(spec, xs, g, accumulate=self.accumulate),
+                          lambda: np.ones(len(x), dtype=bool))
         if self.order == "column_major":
             axes = (0, 1, *range(x.ndim - 1, 1, -1))
             inner = dataclasses.replace(self, order="row_major")
@@ -157,7 +158,7 @@ class Policy:
 class Result:
     forward: np.ndarray
     grad_input: np.ndarray
-    valid: object  # () -> bool: is this routing a valid subgradient (computed on demand)
+    valid: object  # () -> per sample (along N): is this routing a valid subgradient (computed on demand)
 
 
 def reversed_spec(spec):
@@ -179,9 +180,9 @@ def window_maxima(plan: TapPlan, xw: np.ndarray, nan: str) -> list[np.ndarray]:
     return [hit.copy() for _, hit in tap_hits(plan, xw, window_max(plan, xw, nan), nan)]
 
 
-def selection_valid(plan: TapPlan, xw: np.ndarray, sel: np.ndarray) -> bool:
-    """Every window with a real element routes its whole gradient to one of its maxima
-    (NaN counted as the maximum, or as absent: either reading, window by window)."""
+def selection_valid(plan: TapPlan, xw: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """Per sample (along N): every window with a real element routes its whole gradient to one
+    of its maxima (NaN counted as the maximum, or as absent: either reading, window by window)."""
     ok = np.zeros(sel.shape, dtype=bool)
     for nan in ("propagate", "ignore"):
         for t, hit in enumerate(window_maxima(plan, xw, nan)):
@@ -191,18 +192,22 @@ def selection_valid(plan: TapPlan, xw: np.ndarray, sel: np.ndarray) -> bool:
     for index, valid in plan.taps:
         real_number = ~np.isnan(xw[index]) if valid is None else valid & ~np.isnan(xw[index])
         nan_only &= ~real_number
-    return bool((ok | ~nonempty | ((sel < 0) & nan_only)).all())
+    return _per_sample(ok | ~nonempty | ((sel < 0) & nan_only))
 
 
-def mask_answer_valid(policy: Policy, spec, x: np.ndarray, xs: np.ndarray) -> bool:
-    """'split' conserves each window's gradient among its maxima; 'all' does only where no
-    window has two maxima. Either is invalid if flushing made non-maxima tie."""
+def mask_answer_valid(policy: Policy, spec, x: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """Per sample (along N): 'split' conserves each window's gradient among its maxima; 'all'
+    does only where no window has two maxima. Either is invalid if flushing made non-maxima tie."""
     plan = plan_for(spec, x.shape)
     hits = window_maxima(plan, plan.pad(xs.astype(work_dtype(x.dtype))), policy.nan)
     true_hits = window_maxima(plan, plan.pad(x.astype(work_dtype(x.dtype))), policy.nan)
-    if any((h & ~th).any() for h, th in zip(hits, true_hits)):
-        return False
-    return policy.tie == "split" or bool((sum(h.astype(np.int64) for h in hits) <= 1).all())
+    ok = _per_sample(np.logical_and.reduce([~h | th for h, th in zip(hits, true_hits)]))
+    return ok if policy.tie == "split" else ok & _per_sample(sum(h.astype(np.int64) for h in hits) <= 1)
+
+
+def _per_sample(ok: np.ndarray) -> np.ndarray:
+    """``ok`` (shaped N, C, *output) reduced to one truth per sample."""
+    return ok.all(axis=tuple(range(1, ok.ndim)))
 
 
 def features(spec, x: np.ndarray, g: np.ndarray) -> dict:

@@ -1,0 +1,56 @@
+"""The reference's work for a framework call's cases is done once, stacked along N
+(poolgrad/verdicts/case.py): each case's rows of every stacked result must be its own result,
+bit for bit, or stacking would change verdicts."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from poolgrad.cases.catalogue import catalogue
+from poolgrad.verdicts import case as verdict_case
+from poolgrad.verdicts.compare import identical
+
+
+def _calls():
+    calls = collections.defaultdict(list)
+    for c in catalogue(2):  # two draws: calls of several cases in every family
+        calls[c.group_key].append(c)
+    return [members for members in calls.values() if len(members) > 1]
+
+
+CALLS = _calls()
+
+
+@pytest.mark.parametrize("members", CALLS[::7], ids=lambda ms: ms[0].id)
+def test_a_stacked_case_is_its_own_case(members):
+    call = [(m.spec, m.input, m.grad_output, ("stacked", m.id)) for m in members]
+    for m in members:
+        stacked = verdict_case.case_for(m.spec, m.input, m.grad_output, ("stacked", m.id), call)
+        alone = verdict_case.Case(m.spec, m.input, m.grad_output)
+        assert identical(stacked.expected_forward, alone.expected_forward)
+        assert identical(stacked.expected_grad_input, alone.expected_grad_input)
+        assert all(identical(a, b) for a, b in zip(stacked.magnitude(), alone.magnitude()))
+        assert stacked.candidates() == alone.candidates()
+        for policy in alone.candidates()[:12] + alone.candidates()[-4:]:
+            got, want = stacked.result(policy), alone.result(policy)
+            assert identical(got.forward, want.forward) and identical(got.grad_input, want.grad_input), policy
+            assert got.valid() == want.valid(), policy
+
+
+def test_one_stack_serves_its_call():
+    members = max(CALLS, key=len)
+    call = [(m.spec, m.input, m.grad_output, ("one", m.id)) for m in members]
+    cases = [verdict_case.case_for(m.spec, m.input, m.grad_output, ("one", m.id), call) for m in members]
+    assert len({id(c._stack) for c in cases}) == 1
+    assert len(cases[0]._stack.x) == sum(len(m.input) for m in members)
+
+
+def test_stacks_are_capped_in_elements(monkeypatch):
+    monkeypatch.setattr(verdict_case, "STACK_ELEMENTS", 1)
+    members = max(CALLS, key=len)
+    call = [(m.spec, m.input, m.grad_output, ("capped", m.id)) for m in members]
+    cases = [verdict_case.case_for(m.spec, m.input, m.grad_output, ("capped", m.id), call) for m in members]
+    assert len({id(c._stack) for c in cases}) == len(members)  # each case's input is over the cap
+    assert all(identical(c.expected_grad_input, verdict_case.Case(m.spec, m.input, m.grad_output).expected_grad_input)
+               for c, m in zip(cases, members))
