@@ -4,7 +4,8 @@ framework calls (batching groups) and inductor compilations, bytes per record of
 file and of the JUnit XML, peak memory and, with ``--baseline REV``, the same runs of another
 commit of poolgrad, all as ratios in one process. ``--scale N`` also runs N random draws of
 every case (the same specs and calls, N times the cases, as case files) and prints the cost of
-N times the cases per spec as a ratio.
+N times the cases per spec as a ratio (without --baseline, the x1 case file is then the
+catalogue's only run).
 
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N] [--json out.json]
@@ -147,7 +148,8 @@ def main(argv=None) -> int:
         if args.baseline:
             trees["baseline"] = worktree(args.baseline, Path(tmp))
         try:
-            for _ in range(args.rounds):
+            # With --scale the catalogue's own run is the x1 case file's: run once, not twice.
+            for _ in range(0 if args.scale and not args.baseline else args.rounds):
                 for label, tree in trees.items():
                     for mode in modes:
                         for cache in caches:
@@ -177,7 +179,7 @@ def main(argv=None) -> int:
     runs = report["runs"]
     wall = {name: r["wall_s"] for name, r in runs.items()}
     ratios = {}
-    for label in trees:
+    for label in trees if not (args.scale and not args.baseline) else ():
         for cache in caches:
             if "seq" in modes and "n2" in modes:
                 ratios[f"{label} {cache}: n2 / seq"] = wall[f"{label}/n2/{cache}"] / wall[f"{label}/seq/{cache}"]

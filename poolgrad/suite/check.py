@@ -17,6 +17,7 @@ from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.case import case_for
 from poolgrad.verdicts.classify import close
 from poolgrad.verdicts.compare import identical
+from poolgrad.verdicts.verdict import json_value
 
 
 @dataclasses.dataclass
@@ -175,7 +176,9 @@ def case_fields(case) -> dict:
 
 
 def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
-    vd = v.to_dict()
+    # The verdict's fields a record takes (its expected arrays are the case's, encoded once).
+    vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
+                                                  "max_ulp_error", "differing_cells")}
     return {
         "record": "result",
         **case_fields(case),

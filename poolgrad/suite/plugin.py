@@ -12,6 +12,7 @@ from _pytest.junitxml import xml_key
 from .execution import RECORD_KEY, Execution
 from .results import Results
 from .run import Run, long_lived
+from .runner import case_and_target
 
 
 class ConformancePlugin:
@@ -43,6 +44,10 @@ class ConformancePlugin:
         report = yield
         if call.when == "call":
             item.user_properties[:] = [(k, v) for k, v in item.user_properties if k != RECORD_KEY]
+            if report.skipped and isinstance(report.longrepr, tuple) and case_and_target(item):
+                # pytest.skip's location is the absolute path of this checkout or install, which
+                # JUnit XML writes on every skipped test: the test's own file, as its id names it.
+                report.longrepr = (item.nodeid.split("::")[0], *report.longrepr[1:])
         return report
 
     @pytest.hookimpl(tryfirst=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from poolgrad.adapters import registry
-from poolgrad.reports.schema import CASE_FIELDS
+from poolgrad.reports.schema import AGAINST_EXPECTED, CASE_FIELDS
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY
 from .machine import machine as machine_of, record as machine_record
@@ -59,6 +59,8 @@ class Results:
                     self._case_fields[rec["case_id"]] = {f: rec.get(f) for f in CASE_FIELDS}
                 else:
                     rec.update(self._case_fields[rec["case_id"]])
+                for f in rec.pop("as_expected", ()):  # arrays that travelled as the reference's
+                    rec[f] = rec[AGAINST_EXPECTED[f]]
                 self._count(rec["outcome"], rec["verdict"])
                 self.explaining.update(f["id"] for f in rec.get("findings") or ())
                 for fid in rec.get("contradicts") or ():

@@ -22,7 +22,7 @@ from poolgrad.reference import CANONICAL
 
 from . import tolerances
 from .case import case_for
-from .compare import differing_cells, errors, identical, same_bits, within
+from .compare import differing_cells, errors, identical, identical_to, same_bits, within
 from .explain import explain
 from .verdict import Verdict
 
@@ -117,8 +117,9 @@ def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
     x, grad_output = case.x, case.grad_output
     # The same search as the reverse mode, each candidate evaluated in forward mode; both
     # searches depend on the arrays alone, so targets with the same arrays share them.
+    same = identical_to(derivative)
     mode_policy = case.derived(("mode policy", _bits(derivative)), lambda: next(
-        (p for p in case.candidates() if identical(policy_jvp(case, p), derivative)), None))
+        (p for p in case.candidates() if same(policy_jvp(case, p))), None))
     forward = case.expected_forward if outcome.forward is None else outcome.forward
     reverse = case.derived(("reverse policy", _bits(forward), _bits(outcome.grad_input)),
                            lambda: explain(case, forward, outcome.grad_input).backward)

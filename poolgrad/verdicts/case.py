@@ -76,7 +76,7 @@ class Case:
         self.expected_grad_input = self._stack.expected_grad_input[self._rows]
         self.verdicts: dict = {}  # outcome fingerprint -> Verdict fields (identical outcomes recur)
         self._results: dict[Policy, Result] = {}
-        self._candidates: list[Policy] | None = None
+        self._candidates: tuple[Policy, ...] | None = None
         self._derived: dict = {}
 
     def result(self, policy: Policy) -> Result:
@@ -86,7 +86,7 @@ class Case:
                                            lambda: bool(stack.valid(policy)[rows].all()))
         return self._results[policy]
 
-    def candidates(self) -> list[Policy]:
+    def candidates(self) -> tuple[Policy, ...]:
         if self._candidates is None:
             self._candidates = candidates(features(self.spec, self.x, self.grad_output))
         return self._candidates

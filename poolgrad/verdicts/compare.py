@@ -35,6 +35,26 @@ def identical(actual, expected) -> bool:
     return np.shape(actual) == np.shape(expected) and bool(same_bits(actual, expected).all())
 
 
+def identical_to(observed):
+    """``identical(observed, ·)`` for comparing one observed array with many (the policy
+    search): its bytes and NaN-ness are found once, and an expected array of its dtype and
+    shape matches where its bytes are the same, or, where ``observed`` has a NaN (whose
+    payload may differ), as identical() decides."""
+    if not (isinstance(observed, np.ndarray) and observed.dtype in _BITS):
+        return lambda expected: identical(observed, expected)
+    raw, has_nan = observed.tobytes(), bool(np.isnan(observed).any())
+
+    def matches(expected) -> bool:
+        if (isinstance(expected, np.ndarray) and expected.dtype == observed.dtype
+                and expected.shape == observed.shape):
+            if expected.tobytes() == raw:
+                return True
+            if not has_nan:  # without a NaN in observed, identical means the same bits everywhere
+                return False
+        return identical(observed, expected)
+    return matches
+
+
 def ulp_of(values: np.ndarray, dtype) -> np.ndarray:
     """The spacing of ``dtype`` at each value (the smallest subnormal at and near zero)."""
     info = ml_dtypes.finfo(dtype)

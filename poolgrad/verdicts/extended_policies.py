@@ -29,6 +29,7 @@ one that reproduces an outcome explains it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import ml_dtypes
@@ -247,9 +248,15 @@ def accumulation_matters(spec, x: np.ndarray, g: np.ndarray) -> bool:
                        for f, args in ((reference.forward, ()), (reference.backward, (g,))))
 
 
-def candidates(feat: dict) -> list[Policy]:
+def candidates(feat: dict) -> tuple[Policy, ...]:
     """Every policy that can differ on a case with these features, simplest first. avg/lp have
     no selection: their one base is the canonical policy."""
+    return _candidates(tuple(sorted(feat.items())))
+
+
+@functools.lru_cache(maxsize=None)  # a few dozen feature sets; building one list took ~1 ms
+def _candidates(features: tuple) -> tuple[Policy, ...]:
+    feat = dict(features)
     bases = [b for b in BASES if feat["nan"] or (b[1] == "propagate" and b[2] is None)]
     bases = bases if feat["selection"] else bases[:1]
     mods = [(name, v) for name, values in MODIFIERS.items() if feat[name] for v in values]
@@ -263,4 +270,4 @@ def candidates(feat: dict) -> list[Policy]:
             out.append((int(i >= REFERENCE_BASES) + len(combo), i,
                         Policy(tie, nan, nan_tie, **dict(combo))))
     out.sort(key=lambda item: item[:2])
-    return [p for _, _, p in out]
+    return tuple(p for _, _, p in out)

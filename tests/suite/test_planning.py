@@ -47,3 +47,31 @@ def test_a_pair_without_a_call_is_no_test_item_and_its_result_is_still_written(t
     # only the pairs that ran were test items: none was skipped as unsupported
     skips = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert skips and not any("unsupported" in line or "adaptive" in line for line in skips), run.stdout[-2000:]
+
+
+NAN_AND_PLAIN = {"format": "poolgrad-cases/1", "cases": [
+    {"id": "plain", "family": "random", "op": "max_pool1d", "kernel_size": 2, "input": [[[0.5, 1, 2, 3, 4, 5]]]},
+    {"id": "nan-then-larger", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1,
+     "input": [[[1, "nan", 3, 2, 5, 4]]]}]}
+
+
+def test_arrays_equal_to_the_reference_travel_by_name_and_read_back_whole(tmp_path):
+    """A worker sends a framework array that equals the reference's as its name (as_expected);
+    the results file reads back with the array itself, and one that differs with its values."""
+    results, case_file = tmp_path / "r.jsonl", tmp_path / "nan.json"
+    case_file.write_text(json.dumps(NAN_AND_PLAIN))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "poolgrad/conformance/test_conformance.py",
+         "-q", "--frameworks", "jax", "--variants", "eager,jit", "--ad-modes", "none",
+         "--case-file", str(case_file), "--results", str(results)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    recs = {(r["case_id"], r["target"]): r for r in read_results(results)[1]}
+    assert len(recs) == 4
+    for (case_id, _), r in recs.items():
+        assert r["forward"] is not None and r["grad_input"] is not None and "as_expected" not in r
+        if case_id == "plain":
+            assert r["verdict"] == "conforms"
+            assert (r["forward"], r["grad_input"]) == (r["expected_forward"], r["expected_grad_input"])
+        else:  # XLA's select-and-scatter routes past the NaN (jax-max-nan-gradient-scan)
+            assert r["verdict"] != "conforms" and r["grad_input"] != r["expected_grad_input"]

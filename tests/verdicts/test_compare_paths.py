@@ -1,5 +1,5 @@
-"""The one-dtype comparison and the whole-array JSON conversion agree with their element-wise
-definitions (NaN payloads, signed zeros, subnormals, infinities, every case dtype)."""
+"""The one-dtype comparison, the prepared comparison of one observed array with many, and the
+whole-array JSON conversion agree with their element-wise definitions (NaN payloads, signed zeros, subnormals, infinities, every case dtype)."""
 
 import math
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from poolgrad.json_values import float_to_json
-from poolgrad.verdicts.compare import same_bits
+from poolgrad.verdicts.compare import identical, identical_to, same_bits
 from poolgrad.verdicts.verdict import json_value
 
 VALUES = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, 6e-8, 2.5, 65504.0]
@@ -27,6 +27,21 @@ def test_same_bits_is_equal_value_and_sign_or_both_nan(dtype):
         want = ((a64 == b64) & (np.signbit(a64) == np.signbit(b64))) | (np.isnan(a64) & np.isnan(b64))
         assert (same_bits(got, b) == want).all()
         assert (same_bits(got, b.astype(np.float64)) == want).all()   # across dtypes: widened
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_identical_to_is_identical(dtype):
+    with np.errstate(over="ignore"):
+        v = np.array(VALUES).astype(dtype)
+    rows = [v, np.where(np.isnan(v.astype(np.float64)), 1, v).astype(dtype), -v, v[::-1]]
+    payload = v.copy()
+    payload.view(f"u{v.itemsize}")[np.isnan(v)] |= 1
+    rows += [payload, rows[1].copy()]
+    others = rows + [rows[1].astype(np.float64), rows[1][:-1], None]
+    for observed in rows:
+        same = identical_to(observed)
+        assert [same(e) for e in others] == [identical(observed, e) for e in others]
+        assert same(observed.copy())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
