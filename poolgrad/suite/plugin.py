@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 import pytest
 from _pytest.junitxml import xml_key
 
-from .execution import RECORD_KEY, Execution
+from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
 from .run import Run, long_lived
 from .runner import case_and_target
@@ -60,14 +60,15 @@ class ConformancePlugin:
         # The record (arrays and all) goes to the results file; what other reporters keep of it
         # (JUnit XML writes the teardown report's properties) is the verdict, not the arrays, and
         # nothing where the test's outcome says it all (it conforms, or it is skipped, the
-        # skip naming why). The call report carries the record; the teardown report (which
-        # JUnit XML writes) gets the call report's reduction.
+        # skip naming why); nor the framework's description a process sends with its first
+        # test (the results' environment record has it). The call report carries the record;
+        # the teardown report (which JUnit XML writes) gets the call report's reduction.
         if report.when == "call" and report.user_properties:
             properties = [(k, json.loads(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
             self.results.collect(properties)
             report.user_properties = self._reduced[report.nodeid] = [
                 (VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
-                for k, v in properties if not (k == RECORD_KEY and _says_nothing(v))]
+                for k, v in properties if not (k == RECORD_KEY and _says_nothing(v) or k == FRAMEWORK_KEY)]
         elif report.when == "teardown" and report.nodeid in self._reduced:
             report.user_properties = self._reduced.pop(report.nodeid)
 

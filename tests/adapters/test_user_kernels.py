@@ -46,8 +46,11 @@ def test_the_seeds_answers_are_named_canonical_and_tie_all(tmp_path):
     assert {r["verdict"] for r in mask} <= {"policy", "conforms"} and not any(r["findings"] for r in mask)
     assert run.returncode == 1 and "tie=all" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
     # JUnit XML: the classname every install shares, and the verdict of a result its outcome
-    # does not say (a named policy fails), none where it conforms.
-    cases = ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    # does not say (a named policy fails), none where it conforms, and no other property.
+    root = ElementTree.parse(tmp_path / "j.xml").getroot()
+    # The framework's description went to the results' environment record, not to a test.
+    assert not [p for p in root.iter("property") if p.get("name") != "poolgrad"]
+    cases = root.iter("testcase")
     verdicts = {c.get("name"): (c.get("classname"), [p.get("value") for p in c.iter("property") if p.get("name") == "poolgrad"])
                 for c in cases}
     assert len(verdicts) >= len(first) + len(mask) and {cls for cls, _ in verdicts.values()} == {"poolgrad"}
