@@ -117,9 +117,10 @@ def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
     x, grad_output = case.x, case.grad_output
     # The same search as the reverse mode, each candidate evaluated in forward mode; both
     # searches depend on the arrays alone, so targets with the same arrays share them.
-    same = identical_to(derivative)
-    mode_policy = case.derived(("mode policy", _bits(derivative)), lambda: next(
-        (p for p in case.candidates() if same(policy_jvp(case, p))), None))
+    def mode_search():
+        same = identical_to(derivative)
+        return next((p for p in case.candidates() if same(policy_jvp(case, p))), None)
+    mode_policy = case.derived(("mode policy", _bits(derivative)), mode_search)
     forward = case.expected_forward if outcome.forward is None else outcome.forward
     reverse = case.derived(("reverse policy", _bits(forward), _bits(outcome.grad_input)),
                            lambda: explain(case, forward, outcome.grad_input).backward)

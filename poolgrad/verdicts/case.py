@@ -116,11 +116,11 @@ def case_for(spec, x, grad_output, key=None, call=()) -> Case:
         _stacks.move_to_end(id(case._stack))
         return case
     # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
-    members, size = [(spec, x, grad_output, k)], math.prod(x.shape)
+    members, size, layout = [(spec, x, grad_output, k)], math.prod(x.shape), _layout(x, grad_output)
     for m in call:
         n = math.prod(m[1].shape)
         if (m[3] is not None and m[3] != k and m[3] not in _cases and size + n <= STACK_ELEMENTS
-                and m[0] == spec and _layout(m[1], m[2]) == _layout(x, grad_output)):
+                and m[0] == spec and _layout(m[1], m[2]) == layout):
             members.append(m)
             size += n
     return _cache(members)[k]
