@@ -27,9 +27,9 @@ def explain(case: Case, forward, grad_input, matches=None) -> Explanation:
     may be None). Where several policies coincide on a case, this order is the canonical
     choice among them. ``matches(side, observed, policy_result)`` (side 0 forward, 1
     gradient) decides a match: bit for bit by default, a tolerance for arithmetic ops."""
-    if matches is None:
-        sides = (identical_to(forward), identical_to(grad_input))
-        matches = lambda side, got, want: sides[side](want)  # noqa: E731
+    if matches is None:  # bit for bit, each observed array prepared once for every candidate
+        same = (identical_to(forward), identical_to(grad_input))
+        matches = lambda side, _observed, want: same[side](want)  # noqa: E731
     fwd = bwd = None
     for policy in case.candidates():
         r = case.result(policy)

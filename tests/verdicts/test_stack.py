@@ -4,7 +4,6 @@ bit for bit, or stacking would change verdicts."""
 
 import collections
 
-import numpy as np
 import pytest
 
 from poolgrad.cases.catalogue import catalogue
