@@ -38,7 +38,8 @@ def pytest_configure(config):
     config.stash[RUN], config.stash[EXECUTION] = run, Execution(run)
     results = Results(run) if run.is_controller else None  # with xdist, the workers' records come here
     config.pluginmanager.register(ConformancePlugin(run, config.stash[EXECUTION], results), "poolgrad-conformance")
-    if config.pluginmanager.hasplugin("xdist"):
+    # "xdist" when loaded by its entry point, "xdist.plugin" by `-p xdist.plugin` (autoload off).
+    if any(config.pluginmanager.hasplugin(name) for name in ("xdist", "xdist.plugin")):
         config.pluginmanager.register(XdistHooks(run), "poolgrad-xdist")
         # Work units arrive ordered by cost (poolgrad/suite/scheduling.py); xdist's own reordering
         # sorts them by test count, which says nothing about compile-bound units.

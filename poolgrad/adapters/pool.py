@@ -31,6 +31,18 @@ ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TF_NUM_INTRAO
                   "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
 
 
+# Several processes share one GPU under -n N: JAX would preallocate 75 % of its memory and TF
+# all of it in each, and torch.cuda.is_available() in a zygote's import (Keras's torch backend
+# calls it) would initialise CUDA, which the workers forked from it then cannot use. A value
+# the user set wins.
+SHARED_GPU_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+                  "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+def shared_gpu_env() -> dict[str, str]:
+    return {k: v for k, v in SHARED_GPU_ENV.items() if k not in os.environ}
+
+
 def compile_cache_env(root: str | Path) -> dict[str, str]:
     """Worker environment giving each framework's compiler a persistent cache under ``root``.
 

@@ -35,7 +35,7 @@ class Execution:
     @property
     def runner(self) -> GroupRunner:
         if self._runner is None:
-            from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env
+            from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env, shared_gpu_env
             config = self.run.config
             cache = options.compile_cache(config.getoption("compile_cache"))
             if cache is None:
@@ -43,7 +43,7 @@ class Execution:
                 cache = self._cold_cache.name
             # One thread per framework worker: pytest-xdist already keeps every core busy, and
             # oversubscribed OpenMP pools make tiny pooling calls 50x slower.
-            self._pool = WorkerPool(env={**ONE_THREAD_ENV, **compile_cache_env(cache)})
+            self._pool = WorkerPool(env={**ONE_THREAD_ENV, **shared_gpu_env(), **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=config.getoption("case_timeout"),
                                        repeat=config.getoption("repeat"))
             for params in filter(None, map(case_and_target, self.run.items)):

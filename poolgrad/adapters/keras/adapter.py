@@ -115,8 +115,11 @@ class KerasAdapter(ModeMethods):
         to_last, to_first = (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
         info = {"device": device, "layer": layer.name, "keras": keras.__version__}
         try:
-            arrays = _CALL(_MODES[method], _layer(layer, x.dtype.name), device,
-                           [np.ascontiguousarray(np.transpose(a, to_last)) for a in (x, grad_output, *extra)])
+            # Keras places what it converts on its default device (torch: CUDA whenever a GPU is
+            # visible), so a cpu target names its device to Keras too.
+            with keras.device(f"{device}:0"):
+                arrays = _CALL(_MODES[method], _layer(layer, x.dtype.name), device,
+                               [np.ascontiguousarray(np.transpose(a, to_last)) for a in (x, grad_output, *extra)])
         except Exception as e:  # whatever Keras or its backend raised is the result
             if _refused(layer, x):
                 return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
