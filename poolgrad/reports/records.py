@@ -8,6 +8,7 @@ is written as its float64 shortest repr and decodes back to the same bits.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -273,7 +274,9 @@ class _Decoder:
 def iter_file(path) -> Iterable[dict]:
     """Validated records of one JSON-lines file; errors name the file and line."""
     decode = _Decoder()
-    with open(path, encoding="utf-8") as fh:
+    # Results kept in a repository are compressed (observations/): .gz reads the same.
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

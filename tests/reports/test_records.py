@@ -41,6 +41,14 @@ def test_write_then_read_validates_and_splits(tmp_path):
     assert results[0]["case_id"] == recs[1]["case_id"]
 
 
+def test_a_gzip_compressed_results_file_reads_as_the_plain_one(tmp_path):
+    import gzip
+    plain = write(tmp_path / "r.jsonl", run_records())
+    packed = tmp_path / "r.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_results(packed) == read_results(plain)
+
+
 def test_non_finite_metrics_are_written_as_strings(tmp_path):
     rec = {**run_records()[1], "max_abs_error": float("inf")}
     with open(tmp_path / "r.jsonl", "w") as fh:
