@@ -1,6 +1,7 @@
 """Build and show the release lanes' history (poolgrad/cases/history.py has what it means):
 
     python -m poolgrad.suite.history build out/lanes/*.jsonl      # re-judge lane results, write the history
+    python -m poolgrad.suite.history build --add --devices gpu gpu.jsonl   # add a GPU machine's lanes
     python -m poolgrad.suite.history show                         # findings x releases, as a table
 """
 
@@ -41,9 +42,10 @@ def lane_environment(env: dict, framework: str) -> dict:
     return {k: v for k, v in reported.items() if not k.endswith("_FLAGS")}
 
 
-def build(paths, knowledge, this_machine) -> dict:
-    """Re-judge every result of the lanes' results files; ``this_machine``: the machine record
-    (suite.machine.record()) for results written before runs recorded their machine."""
+def build(paths, knowledge, this_machine, devices=("cpu", "gpu")) -> dict:
+    """Re-judge every result of the lanes' results files (of the given ``devices``);
+    ``this_machine``: the machine record (suite.machine.record()) for results written before
+    runs recorded their machine. A GPU's results are a lane of their own (``-gpu``)."""
     lanes, findings = {}, defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for path in paths:
         envs, results = read_results([path])
@@ -52,11 +54,12 @@ def build(paths, knowledge, this_machine) -> dict:
             print(f"{path}: no environment record or no results; skipped (a lane that did not finish)", file=sys.stderr)
             continue
         env = {**this_machine, **{k: v for k, v in env.items() if v is not None}}
-        for framework, version in sorted({(r["framework"], r["framework_version"]) for r in results}):
-            name = lane_name(env, framework, version)
-            ran = [r for r in results if r["framework"] == framework and r["framework_version"] == version]
+        for framework, version, device in sorted({(r["framework"], r["framework_version"], r["device"])
+                                                  for r in results if r["device"] in devices}):
+            name = lane_name(env, framework, version) + ("-gpu" if device == "gpu" else "")
+            ran = [r for r in results if (r["framework"], r["framework_version"], r["device"]) == (framework, version, device)]
             before = lanes.get(name, {})  # one lane in several files (e.g. its compile run apart)
-            lanes[name] = {"lane": name, "framework": framework, "version": Version(version).public,
+            lanes[name] = {"lane": name, "framework": framework, "version": Version(version).public, "device": device,
                            "variants": sorted({r["variant"] for r in ran} | set(before.get("variants", ()))),
                            "results": len(ran) + before.get("results", 0),
                            "cpu": env.get("cpu"), "cpu_features": env.get("cpu_features") or [],
@@ -72,6 +75,20 @@ def build(paths, knowledge, this_machine) -> dict:
     return {"format": FORMAT,
             "lanes": sorted(lanes.values(), key=lambda lane: (lane["framework"], version_key(lane["version"]), lane["lane"])),
             "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items())}}
+
+
+def add(history: dict, lanes: dict) -> dict:
+    """``history`` with the lanes of another build added (a lane of the same name replaced): a
+    new release or machine joins without the earlier lanes' results files."""
+    names = {lane["lane"] for lane in lanes["lanes"]}
+    findings = {fid: {lane: c for lane, c in per.items() if lane not in names}
+                for fid, per in history.get("findings", {}).items()}
+    for fid, per in lanes["findings"].items():
+        findings.setdefault(fid, {}).update(per)
+    kept = [lane for lane in history.get("lanes", []) if lane["lane"] not in names]
+    return {"format": FORMAT,
+            "lanes": sorted(kept + lanes["lanes"], key=lambda lane: (lane["framework"], version_key(lane["version"]), lane["lane"])),
+            "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items()) if per}}
 
 
 def table(history: dict, knowledge) -> str:
@@ -99,12 +116,17 @@ def main(argv=None) -> int:
     b.add_argument("results", nargs="+")
     b.add_argument("-o", "--output", default=str(kb.HISTORY_PATH))
     b.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    b.add_argument("--devices", default="cpu,gpu", help="the results of these devices only (comma list)")
+    b.add_argument("--add", action="store_true",
+                   help="add these lanes to the history at --output (same-named lanes replaced) instead of writing it anew")
     s = sub.add_parser("show", help="print findings x releases")
     s.add_argument("--history", default=str(kb.HISTORY_PATH))
     s.add_argument("--findings", default=str(kb.DEFAULT_PATH))
     args = p.parse_args(argv)
     if args.command == "build":
-        hist = build(args.results, kb.load(args.findings, history=None), machine_record())
+        hist = build(args.results, kb.load(args.findings, history=None), machine_record(), tuple(args.devices.split(",")))
+        if args.add:
+            hist = add(load_history(args.output), hist)
         Path(args.output).write_text(json.dumps(hist, indent=1, sort_keys=True) + "\n")
         print(table(hist, kb.load(args.findings, history=None)))
         print(f"history: {args.output} ({len(hist['lanes'])} lanes)")

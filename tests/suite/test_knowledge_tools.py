@@ -12,7 +12,7 @@ from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
-from poolgrad.suite.history import build
+from poolgrad.suite.history import add, build
 from poolgrad.suite.replay import judge_record
 from poolgrad.verdicts import Policy
 
@@ -24,7 +24,7 @@ NAN_LAST = {"id": "last-nan", "title": "last NaN", "framework": "torch", "when":
 MACHINE = {"cpu": "test", "cpu_features": ["avx2"], "onednn_max_cpu_isa": None}
 
 
-def _run(path, version, knowledge, policy):
+def _run(path, version, knowledge, policy, device="cpu"):
     """A results file as a run writes it: cases with several NaNs and plain ones, the framework
     following ``policy``."""
     cases = [make_case(f"c{i}-{version}", "user", SPEC, np.array([[v]], dtype=np.float32)) for i, v in enumerate((
@@ -33,7 +33,8 @@ def _run(path, version, knowledge, policy):
         for case in cases:
             r = Policy(**policy).evaluate(case.spec, case.input, case.grad_output)
             outcome = Outcome(OK, forward=r.forward, grad_input=r.grad_input, info={"call_shape": [1, 1, 4]})
-            write_record(fh, {**check(case, TARGET, version, [outcome], knowledge, 0.0).record, "run_id": "r"})
+            target = Target(TARGET.framework, TARGET.variant, device)
+            write_record(fh, {**check(case, target, version, [outcome], knowledge, 0.0).record, "run_id": "r"})
         write_record(fh, {**synthetic.environment("r", versions={"torch": version}), **MACHINE})
     return path
 
@@ -63,6 +64,17 @@ def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it
     hist = build([old, new], kb, MACHINE)
     assert [lane["lane"] for lane in hist["lanes"]] == ["torch-2.11.0", "torch-2.13.0"]
     assert hist["findings"]["last-nan"] == {"torch-2.11.0": [0, 2], "torch-2.13.0": [2, 0]}
+
+
+def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
+    kb = Knowledge([_finding({**NAN_LAST, "devices": ["cpu", "gpu"]}, 0)])
+    cpu = build([_run(tmp_path / "cpu.jsonl", "2.13.0", kb, {"nan_tie": "last"})], kb, MACHINE)
+    gpu_run = _run(tmp_path / "gpu.jsonl", "2.13.0", kb, {}, device="gpu")     # canonical on the GPU
+    assert build([gpu_run], kb, MACHINE, devices=("cpu",))["lanes"] == []
+    both = add(cpu, build([gpu_run], kb, MACHINE, devices=("gpu",)))
+    assert [(lane["lane"], lane["device"]) for lane in both["lanes"]] == [("torch-2.13.0", "cpu"), ("torch-2.13.0-gpu", "gpu")]
+    assert both["findings"]["last-nan"] == {"torch-2.13.0": [2, 0], "torch-2.13.0-gpu": [0, 2]}
+    assert add(both, build([gpu_run], kb, MACHINE, devices=("gpu",))) == both    # a lane added again replaces itself
 
 
 def test_onednn_isa_cap_limits_the_features_findings_see():
