@@ -41,7 +41,7 @@ DEFAULT_PATH = DATA / "findings.toml"
 HISTORY_PATH = DATA / "history.json"
 
 POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate")
-CLAIM_VERDICTS = ("policy", "wrong", "error", "crash", "timeout", "unsupported")
+CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
            "dtype_cpu_features", "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
            "source", "link", "since", "modes"}
@@ -114,9 +114,14 @@ class Finding:
         claim says only that the path diverges there by no fixed rule: any divergent result
         that ran (whatever policy the search happens to name for it) matches, in an AD mode also
         one whose modes disagree (inconsistent_modes: one side follows no rule), and one whose
-        indices point at no element of the forward (inconsistent_indices)."""
+        indices point at no element of the forward (inconsistent_indices). A "nondeterministic"
+        claim (adds that race, as GPU atomics do) matches what "wrong" does, results that differ
+        between repeats, and a conforming result too: the race can land on the spec's order."""
+        diverged = ("policy", "inconsistent", "inconsistent_modes", "inconsistent_indices", "wrong")
         if self.verdict == "wrong":
-            return verdict in ("policy", "inconsistent", "inconsistent_modes", "inconsistent_indices", "wrong")
+            return verdict in diverged
+        if self.verdict == "nondeterministic":
+            return verdict in (*diverged, "nondeterministic", "conforms")
         if verdict != self.verdict:
             return False
         if self.error is None:

@@ -101,6 +101,21 @@ def test_error_claims_match_type_and_message():
     assert check(case, TARGET, "2.21.0", [other], kb, 0.0).record["framework_message"].startswith("NotFoundError")
 
 
+def test_a_nondeterministic_claim_holds_for_racing_repeats_any_single_run_and_a_conforming_one():
+    case = _case(TIES)
+    gpu = Target("tensorflow", "eager", "gpu")
+    kb = _kb({"id": "atomics", "verdict": "nondeterministic", "devices": ["gpu"]})
+    racing = [_outcome(case), _outcome(case, tie="last")]
+    repeated = check(case, gpu, "2.21.0", racing, kb, 0.0)
+    assert (repeated.record["verdict"], repeated.outcome) == ("nondeterministic", "expected")
+    assert check(case, gpu, "2.21.0", [_outcome(case, tie="last")], kb, 0.0).outcome == "expected"
+    conforming = check(case, gpu, "2.21.0", [_outcome(case)], kb, 0.0)
+    assert conforming.outcome == "pass" and not conforming.record["contradicts"]
+    assert check(case, TARGET, "2.21.0", racing, kb, 0.0).outcome == "fail"       # the cpu is out of its scope
+    wrong = _kb({"id": "no-rule", "verdict": "wrong", "devices": ["gpu"]})
+    assert check(case, gpu, "2.21.0", racing, wrong, 0.0).outcome == "behaviour_changed"
+
+
 def test_scope_by_release_variant_and_machine():
     case = _case(TIES)
     outcome = [_outcome(case, tie="last")]
