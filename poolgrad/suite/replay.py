@@ -33,7 +33,8 @@ def case_of(rec: dict):
 
 
 def outcome_of(rec: dict, case) -> Outcome:
-    if rec["verdict"] in RAN:
+    # Repeats that differed: the record holds one run's arrays, so the verdict is replayed as such.
+    if rec["verdict"] in RAN and rec["verdict"] != "nondeterministic":
         def arr(key, shape):
             a = decode_array(rec[key], rec["dtype"])
             return a.reshape(shape) if a.size == 0 else a
@@ -70,10 +71,60 @@ def framework_message(rec: dict) -> str:
     return message[len(prefix):] if message.startswith(prefix) else message
 
 
-def judge_record(rec: dict, knowledge: Knowledge, env: dict) -> Judgement:
-    """The judgement of a recorded result on the machine ``env`` (an environment record)."""
+def _checked(rec: dict, knowledge: Knowledge, env: dict):
     case = case_of(rec)
     target = Target(rec["framework"], rec["variant"], rec["device"])
-    machine = Machine.from_environment(env)
-    return check(case, target, rec["framework_version"], [outcome_of(rec, case)], knowledge, 0.0,
-                 machine, mode=mode_of(rec)).judgement
+    return check(case, target, rec["framework_version"], [outcome_of(rec, case)], knowledge, rec.get("duration_s") or 0.0,
+                 Machine.from_environment(env), mode=mode_of(rec))
+
+
+def judge_record(rec: dict, knowledge: Knowledge, env: dict) -> Judgement:
+    """The judgement of a recorded result on the machine ``env`` (an environment record)."""
+    return _checked(rec, knowledge, env).judgement
+
+
+# What a judgement decides in a record; the rest (verdict, arrays) is the run's.
+JUDGED = ("outcome", "message", "findings", "contradicts")
+
+
+def rejudged(rec: dict, knowledge: Knowledge, env: dict) -> dict:
+    """The record as a run with ``knowledge`` would have written it."""
+    record = _checked(rec, knowledge, env).record
+    return {**rec, **{k: record[k] for k in JUDGED}}
+
+
+def main(argv=None) -> int:
+    """python -m poolgrad.suite.replay RESULTS... -o OUT: judge results again with the knowledge
+    base as it is now (findings written since the run, a GPU machine's results before merging
+    them into a report), and write them with their environments."""
+    import argparse
+    import sys
+
+    from poolgrad.cases import findings as kb
+    from poolgrad.reports.records import ResultsWriter, read_results
+
+    from .machine import record as machine_record
+
+    p = argparse.ArgumentParser(prog="python -m poolgrad.suite.replay", description=main.__doc__)
+    p.add_argument("results", nargs="+", help="results files (JSON lines, .gz too)")
+    p.add_argument("-o", "--output", required=True, help="where to write the results judged again")
+    p.add_argument("--findings", default=str(kb.DEFAULT_PATH), help="the knowledge base to judge them with")
+    args = p.parse_args(argv)
+    knowledge = kb.load(args.findings)
+    envs, results = read_results(args.results)
+    by_run = {e["run_id"]: {**machine_record(), **{k: v for k, v in e.items() if v is not None}} for e in envs}
+    changed = 0
+    with open(args.output, "w", encoding="utf-8") as fh:
+        writer = ResultsWriter(fh)
+        for env in envs:
+            writer.write(env)
+        for rec in results:
+            new = rejudged(rec, knowledge, by_run.get(rec["run_id"]) or machine_record())
+            changed += any(new[k] != rec[k] for k in JUDGED)
+            writer.write(new)
+    print(f"{args.output}: {len(results)} results, {changed} judged differently", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,6 +2,8 @@
 run, characterize proposes findings for what nothing explains, the lanes' history counts per
 finding and release, and the machine's oneDNN ISA cap is what findings scope on."""
 
+import json
+
 import numpy as np
 
 from poolgrad.adapters.base import OK, Outcome, Target
@@ -13,7 +15,7 @@ from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
 from poolgrad.suite.history import add, build
-from poolgrad.suite.replay import judge_record
+from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
 
 TARGET = Target("torch", "eager", "cpu")
@@ -45,6 +47,23 @@ def test_replaying_a_results_file_judges_as_the_run_did(tmp_path):
     for rec in results:
         j = judge_record(rec, kb, envs[0])
         assert j.outcome == rec["outcome"] and [f.id for f in j.explained_by] == [f["id"] for f in rec["findings"]]
+
+
+def test_a_results_file_judged_again_takes_the_findings_written_since_the_run(tmp_path):
+    before = _run(tmp_path / "r.jsonl", "2.13.0", Knowledge(), {"nan_tie": "last"})
+    findings = tmp_path / "findings.toml"
+    findings.write_text("[[finding]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in NAN_LAST.items() if k != "policy")
+                        + 'policy = {nan_tie = "last"}\n')
+    assert replay_main([str(before), "-o", str(tmp_path / "again.jsonl"), "--findings", str(findings)]) == 0
+    (env,), old = read_results(before)
+    (env_again,), new = read_results(tmp_path / "again.jsonl")
+    assert env_again == env and len(new) == len(old) == 3
+    assert [r["outcome"] for r in old] == ["fail", "fail", "pass"]
+    assert [r["outcome"] for r in new] == ["expected", "expected", "pass"]
+    assert [[f["id"] for f in r["findings"]] for r in new] == [["last-nan"], ["last-nan"], []]
+    def run_fields(rec):   # the run's own fields (a field that is null is absent once rewritten)
+        return {k: v for k, v in rec.items() if k not in JUDGED and v is not None}
+    assert [run_fields(r) for r in new] == [run_fields(r) for r in old]
 
 
 def test_characterize_proposes_a_finding_for_what_nothing_explains(tmp_path):
