@@ -10,7 +10,7 @@ import pytest
 
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Target
-from poolgrad.adapters.pool import WorkerPool
+from poolgrad.adapters.pool import SHARED_GPU_ENV, WorkerPool, shared_gpu_env
 from fake_frameworks import SPEC, case, fake, fake_pool
 from poolgrad.reference import backward, forward
 
@@ -76,6 +76,15 @@ def test_describe_is_cached_and_the_worker_stays_warm(pool):
 def test_env_reaches_the_worker_before_its_framework_loads():
     with fake_pool(fake("fake"), env={"OMP_NUM_THREADS": "1"}) as p:
         assert p.describe("fake")["environment"]["OMP_NUM_THREADS"] == "1"
+
+
+def test_workers_share_a_gpu_unless_the_user_said_otherwise(monkeypatch):
+    for name in SHARED_GPU_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert shared_gpu_env() == SHARED_GPU_ENV
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")   # the user's choice wins
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in shared_gpu_env()
+    assert shared_gpu_env()["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
 
 
 def test_close_stops_every_worker():

@@ -4,6 +4,7 @@ test item; the run writes its result once per target and reason, read back per c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,18 @@ def test_arrays_equal_to_the_reference_travel_by_name_and_read_back_whole(tmp_pa
             assert (r["forward"], r["grad_input"]) == (r["expected_forward"], r["expected_grad_input"])
         else:  # XLA's select-and-scatter routes past the NaN (jax-max-nan-gradient-scan)
             assert r["verdict"] != "conforms" and r["grad_input"] != r["expected_grad_input"]
+
+
+def test_xdist_and_poolgrad_named_by_hand_with_autoload_off_distribute(tmp_path):
+    """With PYTEST_DISABLE_PLUGIN_AUTOLOAD (an image's own plugins kept out), `-p xdist.plugin`
+    registers xdist under that name: the run still hands its workers the run id and its units."""
+    results, case_file = tmp_path / "r.jsonl", tmp_path / "cases.json"
+    case_file.write_text(json.dumps(NAN_AND_PLAIN))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "poolgrad.plugin", "-p", "no:cacheprovider",
+         "poolgrad/conformance/test_conformance.py", "-q", "-n", "2", "--frameworks", "jax", "--variants", "eager",
+         "--ad-modes", "none", "--case-file", str(case_file), "--results", str(results)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "bringing up nodes" in run.stdout and "passed" in run.stdout
+    assert {r["case_id"] for r in read_results(results)[1]} == {"plain", "nan-then-larger"}
