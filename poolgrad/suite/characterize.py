@@ -19,7 +19,7 @@ from poolgrad.cases import findings as kb
 from poolgrad.reference import CANONICAL
 from poolgrad.reports.records import read_results
 
-from .machine import record as machine_record
+from .machine import completed
 from .check import case_properties
 from .replay import case_of, framework_message, judge_record
 
@@ -46,7 +46,7 @@ def claim_of(rec: dict) -> tuple:
 
 def propose(envs: list[dict], results: list[dict], knowledge) -> tuple[list[dict], collections.Counter]:
     """(candidate findings, how many results each finding in scope did not explain)."""
-    env = {**machine_record(), **{k: v for k, v in (envs[-1] if envs else {}).items() if v is not None}}
+    env = completed(envs[-1] if envs else None)
     groups = collections.defaultdict(list)
     contradicted = collections.Counter()
     for rec in results:

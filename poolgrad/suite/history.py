@@ -19,7 +19,7 @@ from poolgrad.cases import findings as kb
 from poolgrad.cases.history import FORMAT, load_history, per_release, version_key, version_range
 from poolgrad.reports.records import read_results
 
-from .machine import record as machine_record
+from .machine import completed, record as machine_record
 from .replay import judge_record
 
 
@@ -53,7 +53,7 @@ def build(paths, knowledge, this_machine, devices=("cpu", "gpu")) -> dict:
         if env is None or not results:
             print(f"{path}: no environment record or no results; skipped (a lane that did not finish)", file=sys.stderr)
             continue
-        env = {**this_machine, **{k: v for k, v in env.items() if v is not None}}
+        env = completed(env, this_machine)
         for framework, version, device in sorted({(r["framework"], r["framework_version"], r["device"])
                                                   for r in results if r["device"] in devices}):
             name = lane_name(env, framework, version) + ("-gpu" if device == "gpu" else "")

@@ -54,3 +54,9 @@ def machine(framework: str | None = None, framework_environment: dict | None = N
 def record() -> dict:
     """The environment record's fields for the machine."""
     return {"cpu": cpu_name(), "cpu_features": list(cpu_features()), "onednn_max_cpu_isa": isa_cap()}
+
+
+def completed(env: dict | None, this: dict | None = None) -> dict:
+    """A results file's environment record, with ``this`` machine's record (default: this
+    machine's) where it says nothing: results written before runs recorded their machine."""
+    return {**(record() if this is None else this), **{k: v for k, v in (env or {}).items() if v is not None}}

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     from poolgrad.cases import findings as kb
     from poolgrad.reports.records import ResultsWriter, read_results
 
-    from .machine import record as machine_record
+    from .machine import completed
 
     p = argparse.ArgumentParser(prog="python -m poolgrad.suite.replay", description=main.__doc__)
     p.add_argument("results", nargs="+", help="results files (JSON lines, .gz too)")
@@ -112,14 +112,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     knowledge = kb.load(args.findings)
     envs, results = read_results(args.results)
-    by_run = {e["run_id"]: {**machine_record(), **{k: v for k, v in e.items() if v is not None}} for e in envs}
+    by_run = {e["run_id"]: completed(e) for e in envs}
     changed = 0
     with open(args.output, "w", encoding="utf-8") as fh:
         writer = ResultsWriter(fh)
         for env in envs:
             writer.write(env)
         for rec in results:
-            new = rejudged(rec, knowledge, by_run.get(rec["run_id"]) or machine_record())
+            new = rejudged(rec, knowledge, by_run.get(rec["run_id"]) or completed(None))
             changed += any(new[k] != rec[k] for k in JUDGED)
             writer.write(new)
     print(f"{args.output}: {len(results)} results, {changed} judged differently", file=sys.stderr)
