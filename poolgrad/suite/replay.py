@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     import sys
 
     from poolgrad.cases import findings as kb
-    from poolgrad.reports.records import ResultsWriter, read_results
+    from poolgrad.reports.merge import Merged, write_merged
+    from poolgrad.reports.records import read_results
 
     from .machine import completed
 
@@ -112,16 +113,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     knowledge = kb.load(args.findings)
     envs, results = read_results(args.results)
-    by_run = {e["run_id"]: completed(e) for e in envs}
-    changed = 0
-    with open(args.output, "w", encoding="utf-8") as fh:
-        writer = ResultsWriter(fh)
-        for env in envs:
-            writer.write(env)
-        for rec in results:
-            new = rejudged(rec, knowledge, by_run.get(rec["run_id"]) or completed(None))
-            changed += any(new[k] != rec[k] for k in JUDGED)
-            writer.write(new)
+    by_run, this_machine = {e["run_id"]: completed(e) for e in envs}, completed(None)
+    again = [rejudged(rec, knowledge, by_run.get(rec["run_id"], this_machine)) for rec in results]
+    write_merged(Merged(envs, again), args.output)
+    changed = sum(any(new[k] != rec[k] for k in JUDGED) for new, rec in zip(again, results))
     print(f"{args.output}: {len(results)} results, {changed} judged differently", file=sys.stderr)
     return 0
 
