@@ -76,6 +76,12 @@ def _bool(field, value):
     return value
 
 
+def _plain(v):
+    """Tuples as lists (JSON's arrays). Module level: a recursive closure is a reference
+    cycle per call, left to the cyclic garbage collector."""
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
+
+
 @dataclasses.dataclass(frozen=True)
 class PoolSpec:
     """A pooling operation. Integers broadcast to every spatial dim of the input.
@@ -158,12 +164,8 @@ class PoolSpec:
 
     def to_dict(self) -> dict:
         """The case-file form: only the fields that apply to the op, JSON-ready."""
-        def plain(v):
-            if isinstance(v, tuple):
-                return [plain(x) for x in v]
-            return v
         keys = ["op", *sorted(APPLIES[self.op], key=FIELDS.index), "dtype"]
-        out = {k: plain(getattr(self, k)) for k in keys}
+        out = {k: _plain(getattr(self, k)) for k in keys}
         if self.rank is not None:
             out["op"] = f"{self.op}{self.rank}d"
         return {k: v for k, v in out.items() if v is not None}

@@ -8,6 +8,7 @@ is written as its float64 shortest repr and decodes back to the same bits.
 
 from __future__ import annotations
 
+import collections
 import gzip
 import json
 import math
@@ -83,6 +84,9 @@ def write_record(fh, rec: dict) -> None:
 
 
 FLUSH_S = 1.0
+# Results a delta is written against, least recent dropped first: a case's results arrive
+# together (a unit of work holds every target of a case).
+PREVIOUS_KEPT = 4096
 
 
 class ResultsWriter:
@@ -97,28 +101,31 @@ class ResultsWriter:
     def __init__(self, fh):
         self.fh = fh
         self._flushed = time.monotonic()
+        # Per case written, what its results are written against: its CASE_DEFAULTS, not its
+        # arrays (a result brings its case's arrays along). Long-lived containers of nested
+        # lists are what the cyclic garbage collector walks on every full pass.
         self._cases: dict[str, dict] = {}
         self._findings: set[str] = set()
-        self._previous: dict[tuple, dict] = {}
+        self._previous: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
         self._versions: dict[str, str] = {}
         self._texts: dict[str, int] = {}
 
     def case(self, rec: dict) -> dict:
-        """The case record of ``rec``'s case (its CASE_FIELDS, and CASE_DEFAULTS from the
-        first result), written the first time the case is met."""
-        case = self._cases.get(rec["case_id"])
-        if case is None:
-            case = {"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS + CASE_DEFAULTS}}
-            self._cases[rec["case_id"]] = case
-            self._put({k: v for k, v in case.items() if not (k in CASE_DEFAULTS and v is None)})
-        return case
+        """Writes the case record of ``rec``'s case (its CASE_FIELDS, and CASE_DEFAULTS from
+        the first result) the first time the case is met; returns the case's CASE_DEFAULTS."""
+        defaults = self._cases.get(rec["case_id"])
+        if defaults is None:
+            defaults = self._cases[rec["case_id"]] = {f: rec.get(f) for f in CASE_DEFAULTS}
+            self._put({"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS},
+                       **{k: v for k, v in defaults.items() if v is not None}})
+        return defaults
 
     def write(self, rec: dict) -> None:
         if rec["record"] == "result":
             if rec.get("input") is not None:
-                case = self.case(rec)
+                defaults = self.case(rec)
                 rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
-                    k in CASE_DEFAULTS and v == case.get(k))}, case)
+                    k in CASE_DEFAULTS and v == defaults[k])}, rec)
             rec = self._compact(rec)
         # Nulls are left out, except a case default's: absent reads as the case's value.
         rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
@@ -141,7 +148,10 @@ class ResultsWriter:
         """The record as it differs from the last result of the same case, verdict and mode
         (most of a conforming result is what the case's other conforming results say)."""
         key = _delta_key(rec)
-        previous, self._previous[key] = self._previous.get(key), rec
+        previous = self._previous.pop(key, None)
+        self._previous[key] = rec
+        if len(self._previous) > PREVIOUS_KEPT:  # past that, a result is written whole
+            self._previous.popitem(last=False)
         if previous is None:
             return rec
         out = {k: v for k, v in rec.items() if k in _IDENTITY or previous.get(k, _ABSENT) != v}

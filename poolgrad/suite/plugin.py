@@ -11,7 +11,7 @@ from _pytest.junitxml import xml_key
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
-from .run import Run, long_lived
+from .run import FREEZE_EVERY, Run, collect_between_tests, freeze_survivors, long_lived
 from .runner import case_and_target
 
 
@@ -21,6 +21,7 @@ class ConformancePlugin:
         self.run, self.execution, self.results = run, execution, results
         self.summary_lines: list[str] = []
         self._reduced: dict[str, list] = {}  # nodeid -> the call report's properties, reduced
+        self._finished = 0
 
     def pytest_generate_tests(self, metafunc):
         """test_jvp / test_double_backward: the (case, target) pairs the AD modes check."""
@@ -34,7 +35,9 @@ class ConformancePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(self, session):
         with long_lived():
-            return (yield)
+            items = yield
+        collect_between_tests()
+        return items
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -71,6 +74,12 @@ class ConformancePlugin:
                 for k, v in properties if not (k == RECORD_KEY and _says_nothing(v) or k == FRAMEWORK_KEY)]
         elif report.when == "teardown" and report.nodeid in self._reduced:
             report.user_properties = self._reduced.pop(report.nodeid)
+
+    def pytest_runtest_logfinish(self):
+        # In xdist's controller too, for every worker's test: it keeps every report.
+        self._finished += 1
+        if self._finished % FREEZE_EVERY == 0:
+            freeze_survivors()
 
     def _junit_classname(self, report):
         """Conformance tests get the JUnit classname ``poolgrad``: pytest derives it from the
