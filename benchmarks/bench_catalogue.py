@@ -170,8 +170,8 @@ def main(argv=None) -> int:
                                       Path(tmp) / f"scaled-{label}-{cache}.jsonl",
                                       cache_dir(f"scaled-{label}"))
                         report["runs"][name] = r
-                        print(f"{name}: {r['wall_s']} s wall, {r['records']} records, exit {r['exit']} "
-                              f"({r['pytest']})", flush=True)
+                        print(f"{name}: {r['wall_s']} s wall, {r['cpu_s']} s CPU, {r['records']} records, "
+                              f"exit {r['exit']} ({r['pytest']})", flush=True)
         finally:
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
@@ -193,6 +193,8 @@ def main(argv=None) -> int:
     for cache in caches if args.scale else ():
         ratios[f"{args.scale}x cases per spec, {cache}: time / 1x"] = (
             wall[f"cases x{args.scale}/{modes[0]}/{cache}"] / wall[f"cases x1/{modes[0]}/{cache}"])
+        ratios[f"{args.scale}x cases per spec, {cache}: CPU time / 1x"] = (
+            runs[f"cases x{args.scale}/{modes[0]}/{cache}"]["cpu_s"] / runs[f"cases x1/{modes[0]}/{cache}"]["cpu_s"])
     report["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
     for name, value in report["ratios"].items():
         print(f"ratio {name}: {value:.3f}")
