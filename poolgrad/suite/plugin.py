@@ -3,6 +3,7 @@ summary are written at the end. Registered by poolgrad/plugin.py as an object ho
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import PurePosixPath
 
@@ -11,7 +12,7 @@ from _pytest.junitxml import xml_key
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
-from .run import FREEZE_EVERY, Run, collect_between_tests, freeze_survivors, long_lived
+from .run import FREEZE_EVERY, Run, freeze_survivors, long_lived
 from .runner import case_and_target
 
 
@@ -35,9 +36,10 @@ class ConformancePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(self, session):
         with long_lived():
-            items = yield
-        collect_between_tests()
-        return items
+            result = yield
+        if any(_in_conformance(item.nodeid) for item in session.items):
+            freeze_survivors()  # full passes from the first test on (xdist's controller collects nothing)
+        return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -75,11 +77,13 @@ class ConformancePlugin:
         elif report.when == "teardown" and report.nodeid in self._reduced:
             report.user_properties = self._reduced.pop(report.nodeid)
 
-    def pytest_runtest_logfinish(self):
-        # In xdist's controller too, for every worker's test: it keeps every report.
-        self._finished += 1
-        if self._finished % FREEZE_EVERY == 0:
-            freeze_survivors()
+    def pytest_runtest_logfinish(self, nodeid):
+        # In xdist's controller too, for every worker's test: it keeps every report. Only a
+        # conformance run's tests count: another project's tests keep the collector as it is.
+        if _in_conformance(nodeid):
+            self._finished += 1
+            if self._finished % FREEZE_EVERY == 0:
+                freeze_survivors()
 
     def _junit_classname(self, report):
         """Conformance tests get the JUnit classname ``poolgrad``: pytest derives it from the
@@ -87,7 +91,7 @@ class ConformancePlugin:
         site-packages when installed), which differs by install and is most of the bytes of a
         passing test's entry; the test name (the test id) is the same everywhere."""
         xml = self.run.config.stash.get(xml_key, None)
-        if xml is not None and PurePosixPath(report.nodeid.split("::")[0]).parent.parts[-2:] == CONFORMANCE_PACKAGE:
+        if xml is not None and _in_conformance(report.nodeid):
             # LogXML keeps attributes set before it opens the entry over its own (as
             # record_xml_attribute does, which xdist workers cannot reach).
             xml.node_reporter(report).add_attribute("classname", JUNIT_CLASSNAME)
@@ -122,6 +126,16 @@ CONFORMANCE_PACKAGE = ("poolgrad", "conformance")
 # What other reporters (JUnit XML) keep of a record: "outcome verdict finding,finding",
 # e.g. "expected policy jax-cpu-subnormal-flushed".
 VERDICT_KEY = "poolgrad"
+
+
+@functools.lru_cache(maxsize=64)
+def _in_conformance_file(path: str) -> bool:
+    return PurePosixPath(path).parent.parts[-2:] == CONFORMANCE_PACKAGE
+
+
+def _in_conformance(nodeid: str) -> bool:
+    """A test of poolgrad/conformance (in a checkout or installed)."""
+    return _in_conformance_file(nodeid.split("::")[0])
 
 
 def _says_nothing(rec: dict) -> bool:

@@ -82,23 +82,17 @@ def long_lived():
         gc.freeze()
 
 
-# Tests between two full collections (freeze_survivors).
+# Conformance tests between two full collections (freeze_survivors).
 FREEZE_EVERY = 4096
-
-
-def collect_between_tests():
-    """From here on the collector's full passes are freeze_survivors', every FREEZE_EVERY
-    tests, not its own: a full pass walks every object the process holds, and a test run
-    holds more with every test (pytest keeps every report). Young generations are collected
-    as before."""
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, 1 << 30)
 
 
 def freeze_survivors():
     """What a process still holds after thousands of tests (pytest's reports, the items, the
-    caches) mostly stays to the end: collect the garbage, then freeze the rest, so later full
-    passes walk only what is newer. On the collector's own schedule, full passes took a sixth
-    of a run at ten cases per spec."""
+    caches) mostly stays to the end: collect the garbage, then freeze the rest, and from here
+    on leave full passes to the next call. A full pass walks every object not frozen, and a run
+    holds more with every test: on the collector's own schedule, full passes took a sixth of a
+    run at ten cases per spec. Young generations are collected as before."""
     gc.collect()
     gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, 1 << 30)

@@ -1,13 +1,19 @@
 """What a run makes to keep (cases, test items) is made with the cyclic collector off and then
-frozen; the collector is on again afterwards, whatever happened while making it."""
+frozen; the collector is on again afterwards, whatever happened while making it. During the
+run, full collections follow the conformance tests (every FREEZE_EVERY of them), and what
+the reference caches drop is freed without them."""
 
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
-from poolgrad.suite.run import long_lived
+from poolgrad.cases.catalogue import catalogue
+from poolgrad.suite import plugin as suite_plugin
+from poolgrad.suite.run import freeze_survivors, long_lived
+from poolgrad.verdicts import case as verdict_case
 
 
 def test_the_collector_is_off_while_making_and_on_again_after_an_error():
@@ -27,5 +33,44 @@ def test_a_collector_the_user_turned_off_stays_off():
         with long_lived():
             pass
         assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_full_collections_follow_conformance_tests_only(monkeypatch):
+    passes = []
+    monkeypatch.setattr(suite_plugin, "FREEZE_EVERY", 2)
+    monkeypatch.setattr(suite_plugin, "freeze_survivors", lambda: passes.append(1))
+    plugin = suite_plugin.ConformancePlugin(run=None, execution=None, results=None)
+    for _ in range(5):
+        plugin.pytest_runtest_logfinish("tests/test_other.py::test_x")
+    assert passes == []
+    for _ in range(5):
+        plugin.pytest_runtest_logfinish("site/poolgrad/conformance/test_conformance.py::test_backward[k2s2-torch]")
+    assert len(passes) == 2
+
+
+def test_after_a_freeze_full_passes_are_left_to_the_next():
+    before = gc.get_threshold()
+    try:
+        freeze_survivors()
+        assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 1_000_000
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
+def test_an_evicted_stack_is_freed_without_the_cycle_collector():
+    cases = [c for c in catalogue() if c.spec.is_max][:verdict_case.CACHE_STACKS + 1]
+    first = verdict_case.case_for(cases[0].spec, cases[0].input, cases[0].grad_output, ("evicted", cases[0].id))
+    for policy in first.candidates()[:4]:  # results whose validity refers back to the stack
+        first.result(policy).valid()
+    stack = weakref.ref(first._stack)
+    del first
+    gc.disable()
+    try:
+        for c in cases[1:]:  # each a stack of its own, the first one evicted
+            verdict_case.case_for(c.spec, c.input, c.grad_output, ("evicted", c.id))
+        assert stack() is None
     finally:
         gc.enable()
