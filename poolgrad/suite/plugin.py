@@ -12,7 +12,7 @@ from _pytest.junitxml import xml_key
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
-from .run import FREEZE_EVERY, Run, freeze_survivors, long_lived
+from .run import FREEZE_EVERY, Run, freeze_survivors, long_lived, restore_collector
 from .runner import case_and_target
 
 
@@ -97,6 +97,7 @@ class ConformancePlugin:
             xml.node_reporter(report).add_attribute("classname", JUNIT_CLASSNAME)
 
     def pytest_sessionfinish(self, session):
+        restore_collector()
         self.execution.close()
         if self.results:
             self.summary_lines = self.results.finish()

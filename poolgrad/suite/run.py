@@ -94,5 +94,17 @@ def freeze_survivors():
     run at ten cases per spec. Young generations are collected as before."""
     gc.collect()
     gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, 1 << 30)
+    if not _own_schedule:
+        _own_schedule.append(gc.get_threshold())
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, 1 << 30)
+
+
+_own_schedule: list[tuple] = []  # the collector's thresholds while freeze_survivors has replaced them
+
+
+def restore_collector():
+    """The collector's own schedule again, at the end of a run (a process may run pytest
+    more than once)."""
+    if _own_schedule:
+        gc.set_threshold(*_own_schedule.pop())

@@ -12,7 +12,7 @@ import pytest
 
 from poolgrad.cases.catalogue import catalogue
 from poolgrad.suite import plugin as suite_plugin
-from poolgrad.suite.run import freeze_survivors, long_lived
+from poolgrad.suite.run import freeze_survivors, long_lived, restore_collector
 from poolgrad.verdicts import case as verdict_case
 
 
@@ -50,11 +50,14 @@ def test_full_collections_follow_conformance_tests_only(monkeypatch):
     assert len(passes) == 2
 
 
-def test_after_a_freeze_full_passes_are_left_to_the_next():
+def test_after_a_freeze_full_passes_are_left_to_the_next_until_the_run_ends():
     before = gc.get_threshold()
     try:
         freeze_survivors()
+        freeze_survivors()
         assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 1_000_000
+        restore_collector()
+        assert gc.get_threshold() == before
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
