@@ -91,7 +91,10 @@ def freeze_survivors():
     caches) mostly stays to the end: collect the garbage, then freeze the rest, and from here
     on leave full passes to the next call. A full pass walks every object not frozen, and a run
     holds more with every test: on the collector's own schedule, full passes took a sixth of a
-    run at ten cases per spec. Young generations are collected as before."""
+    run at ten cases per spec. Young generations are collected as before. A collector the
+    user turned off stays off (as in long_lived)."""
+    if not gc.isenabled():
+        return
     gc.collect()
     gc.freeze()
     if not _own_schedule:

@@ -27,12 +27,15 @@ def test_the_collector_is_off_while_making_and_on_again_after_an_error():
     assert gc.get_freeze_count() >= len(kept)
 
 
-def test_a_collector_the_user_turned_off_stays_off():
+def test_a_collector_the_user_turned_off_stays_off(monkeypatch):
+    monkeypatch.setattr(run, "_own_schedule", [])  # not what this process's own run replaced
+    threshold = gc.get_threshold()
     gc.disable()
     try:
         with long_lived():
             pass
-        assert not gc.isenabled()
+        freeze_survivors()
+        assert not gc.isenabled() and gc.get_threshold() == threshold and not run._own_schedule
     finally:
         gc.enable()
 
