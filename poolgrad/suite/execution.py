@@ -28,6 +28,7 @@ class Execution:
         self._runner = None
         self._mode_runners: dict = {}
         self._described: dict[str, dict] = {}
+        self._machines: dict[str, findings.Machine] = {}
         # A case's own fields travel from a process to the controller with its first record
         # only (a unit of work holds every target of a case); the controller fills them back.
         self._sent_cases: set[str] = set()
@@ -56,7 +57,9 @@ class Execution:
         return self._described[framework]
 
     def machine(self, framework: str) -> findings.Machine:
-        return machine_of(framework, self.describe(framework).get("environment"))
+        if framework not in self._machines:  # as fixed as its description: asked on every check
+            self._machines[framework] = machine_of(framework, self.describe(framework).get("environment"))
+        return self._machines[framework]
 
     def mode_runner(self, mode: str):
         """The batched runner of one AD mode, its groups being that mode's collected tests."""

@@ -100,7 +100,9 @@ class UnitScheduling(LoadGroupScheduling):
 
     Handing a unit out, xdist finds each of its tests' positions in the worker's collection
     with ``list.index``: quadratic in the tests (20 s of the controller's time at ten draws of
-    max_pool2d, 66,600 tests). The positions are looked up in a dict instead."""
+    max_pool2d, 66,600 tests). The positions are looked up in a dict instead. Counting a unit's
+    pending tests walks the unit, after each of its tests (quadratic in a unit's tests, which
+    grow with the cases per spec): each unit in progress keeps its count instead."""
 
     def __init__(self, config, log=None, *, units=None, targets=()):
         super().__init__(config, log)
@@ -109,6 +111,8 @@ class UnitScheduling(LoadGroupScheduling):
         self._targets = tuple(f"-{t}" for t in sorted(targets, key=len, reverse=True))
         self._scopes: dict[str, str] = {}
         self._positions: dict = {}  # node -> {test id: its index in the node's collection}
+        # id of a unit handed out (its tests dict) -> [the dict, so the id stays its own; tests pending]
+        self._pending: dict[int, list] = {}
 
     def _split_scope(self, nodeid: str) -> str:
         scope = self._scopes.get(nodeid)
@@ -131,11 +135,25 @@ class UnitScheduling(LoadGroupScheduling):
         if node not in self._positions:
             self._positions[node] = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
         positions = self._positions[node]
-        node.send_runtest_some([positions[nodeid] for nodeid, completed in work_unit.items() if not completed])
+        pending = [positions[nodeid] for nodeid, completed in work_unit.items() if not completed]
+        self._pending[id(work_unit)] = [work_unit, len(pending)]
+        node.send_runtest_some(pending)
 
     def mark_test_complete(self, node, item_index, duration=0):
-        super().mark_test_complete(node, item_index, duration)
+        nodeid = self.registered_collections[node][item_index]
         workload = self.assigned_work[node]
-        unit = self._split_scope(self.registered_collections[node][item_index])
-        if unit in workload and False not in workload[unit].values():
+        unit = self._split_scope(nodeid)
+        tests = workload.get(unit)
+        if tests is not None and tests.get(nodeid) is False and id(tests) in self._pending:
+            self._pending[id(tests)][1] -= 1
+        super().mark_test_complete(node, item_index, duration)
+        if tests is not None and self._pending_in(tests) == 0:
             del workload[unit]
+            self._pending.pop(id(tests), None)
+
+    def _pending_in(self, tests: dict) -> int:
+        entry = self._pending.get(id(tests))
+        return list(tests.values()).count(False) if entry is None else entry[1]
+
+    def _pending_of(self, workload):
+        return sum(self._pending_in(tests) for tests in workload.values())

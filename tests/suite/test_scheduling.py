@@ -110,6 +110,31 @@ def test_unit_scheduling_drops_finished_units_and_runs_every_test_once():
                 # a unit's tests all go to one worker
                 assert node_of_unit.setdefault(sched._split_scope(collection[index]), node) is node
                 sched.mark_test_complete(node, index)
-                # the worker's workload holds only units with a test still to run
-                assert all(False in unit.values() for unit in sched.assigned_work[node].values())
+                # the worker's workload holds only units with a test still to run, and its
+                # pending count (kept per unit) is what its tests say
+                workload = sched.assigned_work[node]
+                assert all(False in unit.values() for unit in workload.values())
+                assert sched._pending_of(workload) == sum(list(u.values()).count(False) for u in workload.values())
+    assert sorted(done) == sorted(collection) and sched.tests_finished and not sched.has_pending
+
+
+def test_unit_scheduling_hands_a_crashed_workers_pending_tests_to_another():
+    config = types.SimpleNamespace(getvalue=lambda name: ["2*popen"], option=types.SimpleNamespace(loadscopereorder=False))
+    units = {f"case{u}.{i}": f"unit{u}" for u in range(4) for i in range(3)}
+    sched = scheduling.UnitScheduling(config, units=lambda: units, targets=["eager-cpu"])
+    collection = [f"t.py::test_backward[{case}-eager-cpu]" for case in units]
+    gw0, gw1 = _Node("gw0"), _Node("gw1")
+    for node in (gw0, gw1):
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    first = gw0.sent.pop(0)
+    sched.mark_test_complete(gw0, first)
+    crashed = collection[gw0.sent[0]]
+    assert sched.remove_node(gw0) == crashed  # its unit's other tests go back in the queue
+    done = [collection[first]]
+    while gw1.sent:
+        index = gw1.sent.pop(0)
+        done.append(collection[index])
+        sched.mark_test_complete(gw1, index)
     assert sorted(done) == sorted(collection) and sched.tests_finished and not sched.has_pending
