@@ -40,9 +40,11 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     # The verdict and its policy come from the arrays alone (the policy search's canonical
     # choice), whatever the knowledge base says: one behaviour, one label.
     fw = registry.FRAMEWORKS.get(target.framework)
-    # The reference's work for the case is done with its call's other cases, stacked.
+    # The reference's work for the case is done with its call's other cases, stacked; a
+    # policy's with those of its value family (poolgrad/verdicts/case.py).
     ref = case_for(case.spec, case.input, case.grad_output, case.id,
-                   ((m.spec, m.input, m.grad_output, m.id) for m in first.info.get("call_members") or ()))
+                   ((m.spec, m.input, m.grad_output, m.id, m.family) for m in first.info.get("call_members") or ()),
+                   kin=case.family)
     if mode == "backward":
         v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
                               index_layout=fw.index_layouts.get(target.variant) if fw else None)

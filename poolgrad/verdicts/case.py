@@ -8,6 +8,12 @@ result bit for bit, and small arrays cost per numpy call, not per element (ten c
 call cost about what one does). What depends on a case as a whole stays per case: its
 candidate policies and their order (features of its own values), its verdicts, the AD modes'
 derived arrays.
+
+A policy is evaluated on the rows of the cases that are likely to ask for it, not the whole
+stack: the first case that asks brings its *kin* along (the cases of its value family, whose
+targets diverge alike: ten draws of "ties_overlap" ask for the same policies, while the
+call's random draws conform and ask for none). Most evaluated rows were never asked for
+where a call held ten cases of each family, and an evaluation costs per row at that size.
 """
 
 from __future__ import annotations
@@ -33,29 +39,51 @@ _cases: dict = {}                                             # key -> Case (of 
 
 
 class Stack:
-    """Cases of one spec and one shape past N, stacked along N."""
+    """Cases of one spec and one shape past N, stacked along N. ``kins``: each case's kin
+    (None: one kin, the whole stack)."""
 
-    def __init__(self, spec, xs: list[np.ndarray], gs: list):
+    def __init__(self, spec, xs: list[np.ndarray], gs: list, kins=None):
         self.spec = spec
         self.x = np.concatenate(xs) if len(xs) > 1 else xs[0]
         self.grad_output = np.concatenate([np.asarray(g) for g in gs]) if len(gs) > 1 else gs[0]
         self.expected_forward = reference.forward(spec, self.x)
         self.expected_grad_input = reference.backward(spec, self.x, self.grad_output)
         self.cases: dict = {}  # key -> Case
-        self._results: dict[Policy, Result] = {}
-        self._valid: dict[Policy, np.ndarray] = {}
+        self._spans: dict = {}  # kin -> its cases' rows, (start, stop) each
+        start = 0
+        for kin, x in zip(kins or [None] * len(xs), xs):
+            self._spans.setdefault(kin, []).append((start, start + len(x)))
+            start += len(x)
+        self._parts: dict = {}  # kin -> (its rows' x, grad_output, {a case's start: its start there})
+        self._results: dict[tuple, Result] = {}
+        self._valid: dict[tuple, np.ndarray] = {}
         self._magnitude = None
 
-    def result(self, policy: Policy) -> Result:
-        if policy not in self._results:
-            self._results[policy] = policy.evaluate(self.spec, self.x, self.grad_output)
-        return self._results[policy]
+    def part(self, kin) -> tuple:
+        if kin not in self._parts:
+            spans = self._spans[kin]
+            if len(self._spans) == 1:
+                self._parts[kin] = (self.x, self.grad_output, {a: a for a, _ in spans})
+            else:
+                offsets, at = {}, 0
+                for a, b in spans:
+                    offsets[a], at = at, at + b - a
+                self._parts[kin] = (np.concatenate([self.x[a:b] for a, b in spans]),
+                                    np.concatenate([np.asarray(self.grad_output[a:b]) for a, b in spans]), offsets)
+        return self._parts[kin]
 
-    def valid(self, policy: Policy) -> np.ndarray:
-        """Per stacked sample: whether ``policy``'s routing is a valid subgradient."""
-        if policy not in self._valid:
-            self._valid[policy] = self.result(policy).valid()
-        return self._valid[policy]
+    def result(self, policy: Policy, kin=None) -> Result:
+        """``policy``'s results on the rows of ``kin``'s cases (in kin's ``part``)."""
+        if (policy, kin) not in self._results:
+            x, g, _ = self.part(kin)
+            self._results[policy, kin] = policy.evaluate(self.spec, x, g)
+        return self._results[policy, kin]
+
+    def valid(self, policy: Policy, kin=None) -> np.ndarray:
+        """Per sample of ``kin``'s part: whether ``policy``'s routing is a valid subgradient."""
+        if (policy, kin) not in self._valid:
+            self._valid[policy, kin] = self.result(policy, kin).valid()
+        return self._valid[policy, kin]
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         if self._magnitude is None:
@@ -66,12 +94,13 @@ class Stack:
 
 class Case:
     def __init__(self, spec, x: np.ndarray, grad_output: np.ndarray, stack: Stack | None = None,
-                 rows: slice | None = None):
-        """``stack`` and ``rows``: the stack holding this case and its rows there (by
-        default a stack of this case alone)."""
+                 rows: slice | None = None, kin=None):
+        """``stack``, ``rows`` and ``kin``: the stack holding this case, its rows there and its
+        kin (by default a stack of this case alone)."""
         self.spec, self.x, self.grad_output = spec, x, grad_output
         self._stack = stack if stack is not None else Stack(spec, [x], [grad_output])
         self._rows = rows if rows is not None else slice(0, len(x))
+        self._kin = kin
         self.expected_forward = self._stack.expected_forward[self._rows]
         self.expected_grad_input = self._stack.expected_grad_input[self._rows]
         self.verdicts: dict = {}  # outcome fingerprint -> Verdict fields (identical outcomes recur)
@@ -81,9 +110,12 @@ class Case:
 
     def result(self, policy: Policy) -> Result:
         if policy not in self._results:
-            r, rows, stack = self._stack.result(policy), self._rows, self._stack
+            stack, kin = self._stack, self._kin
+            at = stack.part(kin)[2][self._rows.start]
+            rows = slice(at, at + self._rows.stop - self._rows.start)
+            r = stack.result(policy, kin)
             self._results[policy] = Result(r.forward[rows], r.grad_input[rows],
-                                           lambda: bool(stack.valid(policy)[rows].all()))
+                                           lambda: bool(stack.valid(policy, kin)[rows].all()))
         return self._results[policy]
 
     def candidates(self) -> tuple[Policy, ...]:
@@ -105,18 +137,19 @@ class Case:
         return forward[self._rows], gradient[self._rows]
 
 
-def case_for(spec, x, grad_output, key=None, call=()) -> Case:
+def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
     """The cached Case for these inputs. Without ``key`` the objects' identities are the key
     (and the cache holds them, so an id cannot be reused while its entry lives). ``call``:
-    (spec, x, grad_output, key) of every case of its framework call, this one included; those
-    not cached yet are stacked with it."""
+    (spec, x, grad_output, key, kin) of every case of its framework call, this one included;
+    those not cached yet are stacked with it. ``kin``: the case's kin (the module docstring;
+    a value family), None where unknown."""
     k = key if key is not None else (id(spec), id(x), id(grad_output))
     case = _cases.get(k)
     if case is not None and (key is not None or (case.spec is spec and case.x is x and case.grad_output is grad_output)):
         _stacks.move_to_end(id(case._stack))
         return case
     # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
-    members, size, layout = [(spec, x, grad_output, k)], math.prod(x.shape), _layout(x, grad_output)
+    members, size, layout = [(spec, x, grad_output, k, kin)], math.prod(x.shape), _layout(x, grad_output)
     for m in call:
         n = math.prod(m[1].shape)
         if (m[3] is not None and m[3] != k and m[3] not in _cases and size + n <= STACK_ELEMENTS
@@ -133,10 +166,11 @@ def _layout(x, g) -> tuple:
 
 def _cache(members: list[tuple]) -> dict:
     """Stack ``members`` (one spec and layout) and cache their Cases; returns them by key."""
-    stack = Stack(members[0][0], [m[1] for m in members], [m[2] for m in members])
+    kins = [m[4] if len(m) > 4 else None for m in members]
+    stack = Stack(members[0][0], [m[1] for m in members], [m[2] for m in members], kins)
     start = 0
-    for spec, x, g, k in members:
-        stack.cases[k] = _cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)))
+    for (spec, x, g, k, *_), kin in zip(members, kins):
+        stack.cases[k] = _cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)), kin)
         start += len(x)
     _stacks[id(stack)] = stack
     while len(_stacks) > CACHE_STACKS:

@@ -21,11 +21,14 @@ def _calls():
 CALLS = _calls()
 
 
+@pytest.mark.parametrize("kins", [False, True], ids=["one-kin", "kin-by-family"])
 @pytest.mark.parametrize("members", CALLS[::7], ids=lambda ms: ms[0].id)
-def test_a_stacked_case_is_its_own_case(members):
-    call = [(m.spec, m.input, m.grad_output, ("stacked", m.id)) for m in members]
+def test_a_stacked_case_is_its_own_case(members, kins):
+    tag = ("stacked", kins)
+    call = [(m.spec, m.input, m.grad_output, (tag, m.id), m.family if kins else None) for m in members]
     for m in members:
-        stacked = verdict_case.case_for(m.spec, m.input, m.grad_output, ("stacked", m.id), call)
+        stacked = verdict_case.case_for(m.spec, m.input, m.grad_output, (tag, m.id), call,
+                                        kin=m.family if kins else None)
         alone = verdict_case.Case(m.spec, m.input, m.grad_output)
         assert identical(stacked.expected_forward, alone.expected_forward)
         assert identical(stacked.expected_grad_input, alone.expected_grad_input)
@@ -53,3 +56,16 @@ def test_stacks_are_capped_in_elements(monkeypatch):
     assert len({id(c._stack) for c in cases}) == len(members)  # each case's input is over the cap
     assert all(identical(c.expected_grad_input, verdict_case.Case(m.spec, m.input, m.grad_output).expected_grad_input)
                for c, m in zip(cases, members))
+
+
+def test_a_policy_is_evaluated_on_the_rows_of_the_asking_cases_kin():
+    members = max((ms for ms in CALLS if len({m.family for m in ms}) > 1), key=len)
+    call = [(m.spec, m.input, m.grad_output, ("kin", m.id), m.family) for m in members]
+    asking = members[-1]
+    case = verdict_case.case_for(asking.spec, asking.input, asking.grad_output, ("kin", asking.id), call,
+                                 kin=asking.family)
+    policy = case.candidates()[1]
+    case.result(policy)
+    kin_rows = sum(len(m.input) for m in members if m.family == asking.family)
+    assert [len(r.forward) for r in case._stack._results.values()] == [kin_rows]
+    assert kin_rows < len(case._stack.x)
