@@ -5,10 +5,11 @@ file and of the JUnit XML, peak memory and, with ``--baseline REV``, the same ru
 commit of poolgrad, all as ratios in one process. ``--scale N`` also runs N random draws of
 every case (the same specs and calls, N times the cases, as case files) and prints the cost of
 N times the cases per spec as a ratio (without --baseline, the x1 case file is then the
-catalogue's only run).
+catalogue's only run); ``--floor`` adds pytest's own cost for as many tests that do nothing,
+in the same mode, and the least that ratio can be with one test per (case, target).
 
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
-        [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N] [--json out.json]
+        [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N [--floor]] [--json out.json]
     python benchmarks/bench_catalogue.py --caches warm --cache-dir ~/.cache/poolgrad --rounds 2 --baseline HEAD
 
 Each run is ``pytest poolgrad/conformance --results R`` in a subprocess (the suite exactly as a
@@ -29,6 +30,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -85,6 +87,29 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
 
 
+def floor_run(mode: str, tests: int, where: Path) -> dict:
+    """pytest's own cost (JUnit XML written, the checkout's plugin choices) for ``tests``
+    tests that do nothing: what each (case, target) test costs before the suite does any work,
+    so the least an N x run can cost. With pytest-xdist (n2) its default scheduling, the
+    cheapest per test: its loadgroup takes each ungrouped test as a group, in time quadratic
+    in the tests."""
+    module = where / f"test_floor_{tests}.py"
+    module.write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({tests}))\n"
+                      "def test_nothing(i):\n    pass\n")
+    how = ["-n", "2", "--dist", "load"] if mode == "n2" else MODES[mode]
+    cmd = [sys.executable, "-m", "pytest", str(module), "-q", "-p", "no:cacheprovider", "-p", "no:poolgrad",
+           "-p", "no:logging", *how, "--junitxml", str(where / f"floor-{tests}.xml")]
+    start, used = time.perf_counter(), _children_cpu_s()
+    proc = subprocess.run(cmd, cwd=where, capture_output=True, text=True)
+    return {"tests": tests, "wall_s": round(time.perf_counter() - start, 1), "cpu_s": round(_children_cpu_s() - used, 1),
+            "exit": proc.returncode}
+
+
+def tests_run(summary: str) -> int:
+    """The tests a pytest summary line counts ("25526 passed, 846 skipped, 10 warnings in 79.04s")."""
+    return sum(int(n) for n, _ in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)\b", summary))
+
+
 def _entries(fxgraphs: Path) -> int:
     return sum(1 for _ in fxgraphs.glob("*/*")) if fxgraphs.exists() else 0
 
@@ -124,6 +149,9 @@ def main(argv=None) -> int:
     p.add_argument("-k", dest="keyword", default=None)
     p.add_argument("--scale", type=int, default=0, metavar="N",
                    help="also run N draws of every case (as case files) against one draw: the cost of N x the cases per spec")
+    p.add_argument("--floor", action="store_true",
+                   help="with --scale: also time pytest alone on as many no-op tests as each scaled run had "
+                        "(the least N x the cases can cost with one test per case and target)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="one compiler cache for every run (with --caches warm: an already warm one)")
     p.add_argument("--rounds", type=int, default=1, metavar="N",
@@ -172,6 +200,11 @@ def main(argv=None) -> int:
                         report["runs"][name] = r
                         print(f"{name}: {r['wall_s']} s wall, {r['cpu_s']} s CPU, {r['records']} records, "
                               f"exit {r['exit']} ({r['pytest']})", flush=True)
+                        if args.floor and cache == caches[0]:
+                            floor = report["runs"][f"floor {label}/{modes[0]}"] = floor_run(
+                                modes[0], tests_run(r["pytest"]), Path(tmp))
+                            print(f"floor {label}/{modes[0]}: {floor['tests']} no-op tests, {floor['wall_s']} s wall, "
+                                  f"{floor['cpu_s']} s CPU, exit {floor['exit']}", flush=True)
         finally:
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
@@ -195,10 +228,18 @@ def main(argv=None) -> int:
             wall[f"cases x{args.scale}/{modes[0]}/{cache}"] / wall[f"cases x1/{modes[0]}/{cache}"])
         ratios[f"{args.scale}x cases per spec, {cache}: CPU time / 1x"] = (
             runs[f"cases x{args.scale}/{modes[0]}/{cache}"]["cpu_s"] / runs[f"cases x1/{modes[0]}/{cache}"]["cpu_s"])
+    for cache in caches if args.scale and args.floor else ():
+        # Everything but pytest's own per-test cost free: the x1 run plus the no-op tests added.
+        x1, floors = runs[f"cases x1/{modes[0]}/{cache}"], [runs[f"floor x{n}/{modes[0]}"] for n in (1, args.scale)]
+        for key, what in (("wall_s", "time"), ("cpu_s", "CPU time")):
+            ratios[f"{args.scale}x cases per spec, {cache}: least {what} / 1x (pytest's per-test cost only)"] = (
+                (x1[key] + floors[1][key] - floors[0][key]) / x1[key])
     report["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
     for name, value in report["ratios"].items():
         print(f"ratio {name}: {value:.3f}")
     for name, r in runs.items():
+        if name.startswith("floor "):
+            continue
         print(f"{name}: results {r['results_bytes'] / 1e6:.1f} MB ({r['results_bytes_per_record']} B/record), "
               f"JUnit XML {r['junit_bytes'] / 1e6:.1f} MB, inductor compilations {r['inductor_compilations']}")
         for target, rate in r["records_per_s"].items():
