@@ -148,28 +148,29 @@ _calls: collections.OrderedDict = collections.OrderedDict()
 def _others_in_call(case, members) -> frozenset[str]:
     """The properties some other case of the call has: counted once per call (a call's
     cases are checked one after another), not once per case and member."""
-    key = id(members)
-    if key not in _calls or _calls[key][0] is not members:
-        _calls[key] = (members, collections.Counter(p for props in cases_properties(members) for p in props))
-        if len(_calls) > 64:
-            _calls.popitem(last=False)
-    count = _calls[key][1]
+    count = _once(_calls, members, lambda ms: collections.Counter(p for props in cases_properties(ms) for p in props),
+                  64)
     own = case_properties(case) if any(m is case for m in members) else frozenset()
     return frozenset(p for p, n in count.items() if n > (p in own))
+
+
+def _once(cache: collections.OrderedDict, obj, compute, limit: int):
+    """``compute(obj)``, once per object while its entry lives (the ``limit`` latest). Keyed by
+    identity; the entry holds the object, so its id is not reused while the entry lives."""
+    entry = cache.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        entry = cache[id(obj)] = (obj, compute(obj))
+        if len(cache) > limit:
+            cache.popitem(last=False)
+    return entry[1]
 
 
 _encodings: collections.OrderedDict = collections.OrderedDict()
 
 
 def _case_array(a: np.ndarray) -> list:
-    """A case's array (the same object for every target) encoded once. Keyed by identity; the
-    entry holds the array, so its id is not reused while the entry lives."""
-    key = id(a)
-    if key not in _encodings or _encodings[key][0] is not a:
-        _encodings[key] = (a, encode_array(a))
-        if len(_encodings) > 4096:
-            _encodings.popitem(last=False)
-    return _encodings[key][1]
+    """A case's array (the same object for every target) encoded once."""
+    return _once(_encodings, a, encode_array, 4096)
 
 
 def _arr(a, expected=None) -> list | None:
@@ -186,14 +187,9 @@ _fields: collections.OrderedDict = collections.OrderedDict()
 
 
 def case_fields(case) -> dict:
-    """What a case is, the same for every target (reports.schema.CASE_FIELDS): built once per
-    case (keyed by identity, the entry holding the case). Shared: read only."""
-    entry = _fields.get(id(case))
-    if entry is None or entry[0] is not case:
-        entry = _fields[id(case)] = (case, _case_fields(case))
-        if len(_fields) > 4096:
-            _fields.popitem(last=False)
-    return entry[1]
+    """What a case is, the same for every target (reports.schema.CASE_FIELDS), built once per
+    case. Shared: read only."""
+    return _once(_fields, case, _case_fields, 4096)
 
 
 def _case_fields(case) -> dict:
