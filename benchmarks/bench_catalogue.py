@@ -3,10 +3,11 @@ and with ``-n 2``, cold and with warm compiler caches, records checked per secon
 framework calls (batching groups) and inductor compilations, bytes per record of the results
 file and of the JUnit XML, peak memory and, with ``--baseline REV``, the same runs of another
 commit of poolgrad, all as ratios in one process. ``--scale N`` also runs N random draws of
-every case (the same specs and calls, N times the cases, as case files) and prints the cost of
-N times the cases per spec as a ratio (without --baseline, the x1 case file is then the
+every case (the same specs and calls, N times the cases, as case files; a case's draws are
+checked in its test: poolgrad/cases/FORMAT.md, "Draws") and prints the cost of N times the
+cases per spec as a ratio (without --baseline, the x1 case file is then the
 catalogue's only run); ``--floor`` adds pytest's own cost for as many tests that do nothing,
-in the same mode, and the least that ratio can be with one test per (case, target).
+in the same mode, and the least that ratio can be with as many test items as the runs had.
 
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N [--floor]] [--json out.json]
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
                    help="also run N draws of every case (as case files) against one draw: the cost of N x the cases per spec")
     p.add_argument("--floor", action="store_true",
                    help="with --scale: also time pytest alone on as many no-op tests as each scaled run had "
-                        "(the least N x the cases can cost with one test per case and target)")
+                        "(the least N x the cases can cost with as many test items)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="one compiler cache for every run (with --caches warm: an already warm one)")
     p.add_argument("--rounds", type=int, default=1, metavar="N",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 
 import numpy as np
 
@@ -38,6 +39,33 @@ class Case:
         (dtype included), channel count and spatial shape. Empty-batch cases keep a call of
         their own, so the framework meets the empty tensor itself."""
         return json.dumps(self.spec.to_dict(), sort_keys=True), self.input.shape[1:], self.input.shape[0] == 0
+
+
+_DRAW = re.compile(r"(?P<stem>.+)~[1-9][0-9]*")
+
+
+def with_draws(cases) -> list[tuple[Case, tuple[Case, ...]]]:
+    """Each case that is no draw of another, with its draws, in the cases' order. A draw of the
+    case ``<id>`` is a case ``<id>~<k>`` (k = 1, 2, ...) of its family and batching group:
+    other values of the same case (the catalogue's ``build(..., draw=k)``). A case and its draws
+    are one test per target, each draw checked and recorded on its own, so more draws add
+    checks and records, not test items (pytest's own cost per item is most of a check's)."""
+    by_id = {c.id: c for c in cases}
+
+    def owner(case):
+        m = _DRAW.fullmatch(case.id)
+        o = by_id.get(m["stem"]) if m else None
+        return o if o is not None and o.family == case.family and o.group_key == case.group_key else None
+
+    draws: dict[str, list] = {}
+    tests = []
+    for c in cases:
+        o = owner(c)
+        if o is not None and owner(o) is None:  # a draw of a draw is a case of its own
+            draws.setdefault(o.id, []).append(c)
+        else:
+            tests.append(c)
+    return [(c, tuple(draws.get(c.id, ()))) for c in tests]
 
 
 def make_case(id: str, family: str, spec: PoolSpec, input: np.ndarray, grad_output=None) -> Case:

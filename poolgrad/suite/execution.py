@@ -47,8 +47,9 @@ class Execution:
             self._pool = WorkerPool(env={**ONE_THREAD_ENV, **shared_gpu_env(), **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=config.getoption("case_timeout"),
                                        repeat=config.getoption("repeat"))
-            for params in filter(None, map(case_and_target, self.run.items)):
-                self._runner.register(*params)
+            for case, target in filter(None, map(case_and_target, self.run.items)):
+                for c in (case, *self.run.draws(case)):
+                    self._runner.register(c, target)
         return self._runner
 
     def describe(self, framework: str) -> dict:
@@ -68,11 +69,18 @@ class Execution:
             runner = ModeRunner(self.runner.pool, mode, timeout_s=self.run.config.getoption("case_timeout"))
             for item in self.run.items:
                 if getattr(item, "originalname", None) == f"test_{mode}":
-                    runner.register(item.callspec.params["mode_case"], item.callspec.params["mode_target"])
+                    case = item.callspec.params["mode_case"]
+                    for c in (case, *self.run.draws(case)):
+                        runner.register(c, item.callspec.params["mode_target"])
             self._mode_runners[mode] = runner
         return self._mode_runners[mode]
 
-    def run_check(self, case, target, node, mode: str = "backward"):
+    def run_check(self, case, target, node, mode: str = "backward") -> list:
+        """The checks of ``case`` and of each of its draws (Run.draws) on ``target``, one record
+        each on ``node``."""
+        return [self._check(c, target, node, mode) for c in (case, *self.run.draws(case))]
+
+    def _check(self, case, target, node, mode: str):
         from . import check
         first_use = target.framework not in self._described
         info = self.describe(target.framework)

@@ -28,7 +28,7 @@ class ConformancePlugin:
         """test_jvp / test_double_backward: the (case, target) pairs the AD modes check."""
         if "mode_case" in metafunc.fixturenames and "mode_target" in metafunc.fixturenames:
             from .ad_modes import selected
-            pairs = selected(self.run.cases(), self.run.targets, metafunc.config.getoption("ad_modes"),
+            pairs = selected(self.run.tests(), self.run.targets, metafunc.config.getoption("ad_modes"),
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
                 pytest.param(c, t, id=f"{c.id}-{t.id}") for c, t in pairs if self.run.runs(c, t)])
@@ -71,8 +71,9 @@ class ConformancePlugin:
         if report.when == "call" and report.user_properties:
             properties = [(k, json.loads(v) if k == RECORD_KEY else v) for k, v in report.user_properties]
             self.results.collect(properties)
+            draws = sum(k == RECORD_KEY for k, _ in properties) > 1  # a case's draws: name each
             report.user_properties = self._reduced[report.nodeid] = [
-                (VERDICT_KEY, _verdict_of(v)) if k == RECORD_KEY else (k, v)
+                (VERDICT_KEY, _verdict_of(v, draws)) if k == RECORD_KEY else (k, v)
                 for k, v in properties if not (k == RECORD_KEY and _says_nothing(v) or k == FRAMEWORK_KEY)]
         elif report.when == "teardown" and report.nodeid in self._reduced:
             report.user_properties = self._reduced.pop(report.nodeid)
@@ -143,8 +144,9 @@ def _says_nothing(rec: dict) -> bool:
     return rec["outcome"] == "skipped" or (rec["outcome"], rec["verdict"]) == ("pass", "conforms")
 
 
-def _verdict_of(rec: dict) -> str:
-    return " ".join(filter(None, (rec["outcome"], rec["verdict"], ",".join(f["id"] for f in rec.get("findings") or ()))))
+def _verdict_of(rec: dict, named: bool = False) -> str:
+    verdict = " ".join(filter(None, (rec["outcome"], rec["verdict"], ",".join(f["id"] for f in rec.get("findings") or ()))))
+    return f"{rec['case_id']}: {verdict}" if named else verdict
 
 
 class XdistHooks:
@@ -160,6 +162,6 @@ class XdistHooks:
         if config.option.dist == "loadgroup":
             from . import scheduling
             # The catalogue is loaded when the first collection arrives, not before the workers start.
-            return scheduling.UnitScheduling(config, log, units=lambda: scheduling.units(self.run.cases()),
+            return scheduling.UnitScheduling(config, log, units=lambda: scheduling.units(self.run.tests()),
                                              targets=[t.id for t in self.run.targets])
         return None

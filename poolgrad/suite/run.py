@@ -29,6 +29,8 @@ class Run:
             raise pytest.UsageError(str(e)) from None
         self.items = []  # this process's collected tests, in run order
         self._cases = None
+        self._tests: list | None = None
+        self._draws: dict = {}
         self._unsupported: dict[tuple, str | None] = {}
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
@@ -52,6 +54,20 @@ class Run:
                     from poolgrad.cases import catalogue
                     self._cases = catalogue()
         return self._cases
+
+    def tests(self):
+        """The cases that are tests: every case but the draws of another (cases.model.with_draws)."""
+        if self._tests is None:
+            from poolgrad.cases.model import with_draws
+            pairs = with_draws(self.cases())
+            self._tests = [c for c, _ in pairs]
+            self._draws = {c: draws for c, draws in pairs if draws}
+        return self._tests
+
+    def draws(self, case) -> tuple:
+        """The draws ``case``'s test checks after it (none for most cases)."""
+        self.tests()
+        return self._draws.get(case, ())
 
     def unsupported(self, target, spec, shape) -> str | None:
         """Why ``target`` has no call for ``spec`` on an input of ``shape`` (its framework's

@@ -59,10 +59,10 @@ def unit_cost(targets, cases) -> float:
     return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
 
 
-def order(items: list) -> list:
+def order(items: list, draws=lambda case: ()) -> list:
     """Conformance items regrouped unit by unit, heaviest unit first, case by case within a
     unit, then all other tests in their collected order. Deterministic, so every xdist worker
-    collects the same list."""
+    collects the same list. ``draws(case)``: the cases an item checks after its own (Run.draws)."""
     units: dict[str, list] = {}
     rest = []
     for item in items:
@@ -74,7 +74,8 @@ def order(items: list) -> list:
 
     def cost(name):
         params = [case_and_target(i) for i in units[name]]
-        return unit_cost([t for _, t in params], list({id(c): c for c, _ in params}.values()))
+        checked = {id(d): d for c, _ in params for d in (c, *draws(c))}
+        return unit_cost([t for _, t in params], list(checked.values()))
     ranked = sorted(units, key=lambda name: (-cost(name), name))
     out = []
     for name in ranked:

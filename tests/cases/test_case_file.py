@@ -140,3 +140,19 @@ def test_missing_file_is_a_case_file_error(tmp_path):
 def test_spec_error_keeps_the_reference_message(tmp_path):
     with pytest.raises(CaseFileError, match=r"case 'mine': kernel_size: window extent 9 .* larger than"):
         load_case_file(_file(tmp_path, {**GOOD, "kernel_size": 9}))
+
+
+def test_draws_of_a_case_are_the_same_family_and_group_under_its_id_and_a_number():
+    spec = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "dtype": "float32"})
+    other = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 3, "dtype": "float32"})
+
+    def case(cid, family="ties", s=spec, n=4):
+        return make_case(cid, family, s, np.arange(n, dtype=np.float32)[None, None])
+    cases = [case("a"), case("a~2"), case("b~1"), case("a~1"), case("a~0"), case("a~x"), case("a~1~1"),
+             case("a~3", family="nan"), case("a~4", s=other), case("a~5", n=6), case("b")]
+    from poolgrad.cases.model import with_draws
+    tests = [(c.id, [d.id for d in draws]) for c, draws in with_draws(cases)]
+    # in the cases' order: a draw before its case (b~1) is still the case's
+    assert tests == [("a", ["a~2", "a~1"]), ("a~0", []), ("a~x", []), ("a~1~1", []), ("a~3", []), ("a~4", []),
+                     ("a~5", []), ("b", ["b~1"])]
+    assert [c.id for c, _ in with_draws(catalogue(1))] == [c.id for c in catalogue(1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,35 @@ def test_xdist_and_poolgrad_named_by_hand_with_autoload_off_distribute(tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "bringing up nodes" in run.stdout and "passed" in run.stdout
     assert {r["case_id"] for r in read_results(results)[1]} == {"plain", "nan-then-larger"}
+
+
+DRAWS = {"format": "poolgrad-cases/1", "cases": [
+    {"id": "nan", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[1, 0, 3, 2, 5, 4]]]},
+    {"id": "nan~1", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[1, "nan", 3, 2, 5, 4]]]},
+    {"id": "nan~2", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[0, 1, 2, 3, 4, 5]]]},
+    {"id": "nan~3", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[5, 4, "nan", 2, 1, 0]]]},
+    {"id": "nan~4", "family": "plain", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[0, 1, 2, 3, 4, 5]]]}]}
+
+
+def test_a_cases_draws_are_checked_in_its_test_each_recorded_and_each_failure_named(tmp_path):
+    """Draws (``<id>~<k>``, same family and call) are one test per target; a record each; the
+    test fails where a draw diverges unexplained (here: no findings), naming that draw."""
+    results, case_file, junit, empty = (tmp_path / n for n in ("r.jsonl", "draws.json", "j.xml", "none.toml"))
+    case_file.write_text(json.dumps(DRAWS))
+    empty.write_text("")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "poolgrad/conformance/test_conformance.py",
+         "-q", "-rf", "--frameworks", "jax", "--variants", "eager", "--ad-modes", "none", "--findings", str(empty),
+         "--case-file", str(case_file), "--results", str(results), "--junitxml", str(junit)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    recs = {r["case_id"]: r for r in read_results(results)[1]}
+    assert set(recs) == {"nan", "nan~1", "nan~2", "nan~3", "nan~4"}
+    assert {c for c, r in recs.items() if r["outcome"] == "fail"} == {"nan~1", "nan~3"}  # jax-max-nan-gradient-scan
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
+    assert [line.split(" ")[1] for line in failed] == ["poolgrad/conformance/test_conformance.py::test_backward[nan-jax-eager-cpu]"]
+    assert "nan~1 on jax-eager-cpu" in run.stdout and "nan~3 on jax-eager-cpu" in run.stdout
+    assert "nan~2 on" not in run.stdout
+    # two tests: the case with its draws nan~1..3, and nan~4 (another family: a case of its own)
+    assert sorted(re.findall(r'name="(test_backward\[[^"]*)"', junit.read_text())) == [
+        "test_backward[nan-jax-eager-cpu]", "test_backward[nan~4-jax-eager-cpu]"]
