@@ -51,7 +51,7 @@ def pytest_generate_tests(metafunc):
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
         # Work units are found from the test ids (scheduling.UnitScheduling), not xdist_group marks.
-        # A case's draws are checked in its test (Run.draws), not as tests of their own.
+        # A case's draws are checked in its test (Run.checks), not as tests of their own.
         params = [pytest.param(c, t, id=f"{c.id}-{t.id}") for c in state.tests() for t in state.targets
                   if state.runs(c, t)]
         metafunc.parametrize(["case", "target"], params)
@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(session, config, items):
     state = config.stash[RUN]
     if state.shard is not None:
         items[:] = sharding.select(items, *state.shard)
-    items[:] = scheduling.order(items, state.draws)
+    items[:] = scheduling.order(items, state.checks)
     state.items = list(items)
 
 

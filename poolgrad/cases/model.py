@@ -49,7 +49,7 @@ def with_draws(cases) -> list[tuple[Case, tuple[Case, ...]]]:
     case ``<id>`` is a case ``<id>~<k>`` (k = 1, 2, ...) of its family and batching group:
     other values of the same case (the catalogue's ``build(..., draw=k)``). A case and its draws
     are one test per target, each draw checked and recorded on its own, so more draws add
-    checks and records, not test items (pytest's own cost per item is most of a check's)."""
+    checks and records, not test items (pytest's own cost per item is about a check's)."""
     by_id = {c.id: c for c in cases}
 
     def owner(case):

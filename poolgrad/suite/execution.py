@@ -48,7 +48,7 @@ class Execution:
             self._runner = GroupRunner(self._pool, timeout_s=config.getoption("case_timeout"),
                                        repeat=config.getoption("repeat"))
             for case, target in filter(None, map(case_and_target, self.run.items)):
-                for c in (case, *self.run.draws(case)):
+                for c in self.run.checks(case):
                     self._runner.register(c, target)
         return self._runner
 
@@ -69,16 +69,15 @@ class Execution:
             runner = ModeRunner(self.runner.pool, mode, timeout_s=self.run.config.getoption("case_timeout"))
             for item in self.run.items:
                 if getattr(item, "originalname", None) == f"test_{mode}":
-                    case = item.callspec.params["mode_case"]
-                    for c in (case, *self.run.draws(case)):
+                    for c in self.run.checks(item.callspec.params["mode_case"]):
                         runner.register(c, item.callspec.params["mode_target"])
             self._mode_runners[mode] = runner
         return self._mode_runners[mode]
 
     def run_check(self, case, target, node, mode: str = "backward") -> list:
-        """The checks of ``case`` and of each of its draws (Run.draws) on ``target``, one record
+        """The checks of ``case`` and of each of its draws (Run.checks) on ``target``, one record
         each on ``node``."""
-        return [self._check(c, target, node, mode) for c in (case, *self.run.draws(case))]
+        return [self._check(c, target, node, mode) for c in self.run.checks(case)]
 
     def _check(self, case, target, node, mode: str):
         from . import check

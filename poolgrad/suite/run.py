@@ -64,10 +64,10 @@ class Run:
             self._draws = {c: draws for c, draws in pairs if draws}
         return self._tests
 
-    def draws(self, case) -> tuple:
-        """The draws ``case``'s test checks after it (none for most cases)."""
+    def checks(self, case) -> tuple:
+        """What a test of ``case`` checks: the case, then its draws (most cases have none)."""
         self.tests()
-        return self._draws.get(case, ())
+        return (case, *self._draws.get(case, ()))
 
     def unsupported(self, target, spec, shape) -> str | None:
         """Why ``target`` has no call for ``spec`` on an input of ``shape`` (its framework's

@@ -59,10 +59,10 @@ def unit_cost(targets, cases) -> float:
     return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
 
 
-def order(items: list, draws=lambda case: ()) -> list:
+def order(items: list, checks=lambda case: (case,)) -> list:
     """Conformance items regrouped unit by unit, heaviest unit first, case by case within a
     unit, then all other tests in their collected order. Deterministic, so every xdist worker
-    collects the same list. ``draws(case)``: the cases an item checks after its own (Run.draws)."""
+    collects the same list. ``checks(case)``: the cases an item of ``case`` checks (Run.checks)."""
     units: dict[str, list] = {}
     rest = []
     for item in items:
@@ -74,7 +74,7 @@ def order(items: list, draws=lambda case: ()) -> list:
 
     def cost(name):
         params = [case_and_target(i) for i in units[name]]
-        checked = {id(d): d for c, _ in params for d in (c, *draws(c))}
+        checked = {id(d): d for c, _ in params for d in checks(c)}
         return unit_cost([t for _, t in params], list(checked.values()))
     ranked = sorted(units, key=lambda name: (-cost(name), name))
     out = []

@@ -1,5 +1,6 @@
 """poolgrad/suite/scheduling.py: work units keep batching groups whole and come heaviest first."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -138,3 +139,15 @@ def test_unit_scheduling_hands_a_crashed_workers_pending_tests_to_another():
         done.append(collection[index])
         sched.mark_test_complete(gw1, index)
     assert sorted(done) == sorted(collection) and sched.tests_finished and not sched.has_pending
+
+
+def test_a_units_cost_counts_the_draws_its_items_check():
+    """Two units of one target, the lighter one with many draws per case: it comes first."""
+    one = [c for c in catalogue() if c.id.startswith("max_pool1d-k2s2-") and c.spec.dtype == "float32"][:2]
+    two = [c for c in catalogue() if c.id.startswith("avg_pool2d-k3s2p1-") and c.spec.dtype == "float32"][:4]
+    assert scheduling.unit_cost([EAGER], one) < scheduling.unit_cost([EAGER], two)
+    items = [_item(c, EAGER) for c in one + two]
+    assert [_unit(i) for i in scheduling.order(items)][0] == _unit(items[-1])
+    draws = [dataclasses.replace(one[0], id=f"{one[0].id}~{k}") for k in range(1, 1000)]
+    ordered = scheduling.order(items, lambda case: (case, *draws) if case is one[0] else (case,))
+    assert [_unit(i) for i in ordered][0] == _unit(items[0])
