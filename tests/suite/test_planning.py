@@ -94,33 +94,38 @@ def test_xdist_and_poolgrad_named_by_hand_with_autoload_off_distribute(tmp_path)
     assert {r["case_id"] for r in read_results(results)[1]} == {"plain", "nan-then-larger"}
 
 
+def _ties(cid, family, row):
+    return {"id": cid, "family": family, "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[row]]}
+
+
 DRAWS = {"format": "poolgrad-cases/1", "cases": [
-    {"id": "nan", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[1, 0, 3, 2, 5, 4]]]},
-    {"id": "nan~1", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[1, "nan", 3, 2, 5, 4]]]},
-    {"id": "nan~2", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[0, 1, 2, 3, 4, 5]]]},
-    {"id": "nan~3", "family": "nan", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[5, 4, "nan", 2, 1, 0]]]},
-    {"id": "nan~4", "family": "plain", "op": "max_pool1d", "kernel_size": 2, "stride": 1, "input": [[[0, 1, 2, 3, 4, 5]]]}]}
+    _ties("ties", "ties", [1, 0, 3, 2, 5, 4]), _ties("ties~1", "ties", [1, 1, 3, 2, 5, 4]),
+    _ties("ties~2", "ties", [0, 1, 2, 3, 4, 5]), _ties("ties~3", "ties", [5, 4, 2, 2, 1, 0]),
+    _ties("ties~4", "plain", [0, 1, 1, 3, 4, 5])]}
 
 
 def test_a_cases_draws_are_checked_in_its_test_each_recorded_and_each_failure_named(tmp_path):
     """Draws (``<id>~<k>``, same family and call) are one test per target; a record each; the
-    test fails where a draw diverges unexplained (here: no findings), naming that draw."""
-    results, case_file, junit, empty = (tmp_path / n for n in ("r.jsonl", "draws.json", "j.xml", "none.toml"))
+    test fails where a draw fails, naming that draw. The target is the tie=all kernel of
+    docs/examples (no finding applies to an own kernel): the draws with a tie fail."""
+    results, case_file, junit = (tmp_path / n for n in ("r.jsonl", "draws.json", "j.xml"))
     case_file.write_text(json.dumps(DRAWS))
-    empty.write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "docs" / "examples"), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "poolgrad/conformance/test_conformance.py",
-         "-q", "-rf", "--frameworks", "jax", "--variants", "eager", "--ad-modes", "none", "--findings", str(empty),
+         "-q", "-rf", "--target", "my_pooling:all_maxima", "--ad-modes", "none",
          "--case-file", str(case_file), "--results", str(results), "--junitxml", str(junit)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     recs = {r["case_id"]: r for r in read_results(results)[1]}
-    assert set(recs) == {"nan", "nan~1", "nan~2", "nan~3", "nan~4"}
-    assert {c for c, r in recs.items() if r["outcome"] == "fail"} == {"nan~1", "nan~3"}  # jax-max-nan-gradient-scan
-    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
-    assert [line.split(" ")[1] for line in failed] == ["poolgrad/conformance/test_conformance.py::test_backward[nan-jax-eager-cpu]"]
-    assert "nan~1 on jax-eager-cpu" in run.stdout and "nan~3 on jax-eager-cpu" in run.stdout
-    assert "nan~2 on" not in run.stdout
-    # two tests: the case with its draws nan~1..3, and nan~4 (another family: a case of its own)
+    assert set(recs) == {"ties", "ties~1", "ties~2", "ties~3", "ties~4"}
+    assert {c for c, r in recs.items() if r["outcome"] == "fail"} == {"ties~1", "ties~3", "ties~4"}
+    assert all(recs[c]["policy"]["tie"] == "all" for c in ("ties~1", "ties~3", "ties~4"))
+    target = "user-my_pooling.all_maxima-cpu"
+    failed = sorted(line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith("FAILED"))
+    assert failed == [f"poolgrad/conformance/test_conformance.py::test_backward[{c}-{target}]" for c in ("ties", "ties~4")]
+    assert f"ties~1 on {target}" in run.stdout and f"ties~3 on {target}" in run.stdout
+    assert f"ties~2 on {target}" not in run.stdout and f"ties on {target}" not in run.stdout
+    # two tests: the case with its draws ties~1..3, and ties~4 (another family: a case of its own)
     assert sorted(re.findall(r'name="(test_backward\[[^"]*)"', junit.read_text())) == [
-        "test_backward[nan-jax-eager-cpu]", "test_backward[nan~4-jax-eager-cpu]"]
+        f"test_backward[ties-{target}]", f"test_backward[ties~4-{target}]"]
