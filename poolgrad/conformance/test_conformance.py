@@ -1,36 +1,39 @@
 """The conformance suite: every case of the catalogue (or --case-file) on every selected
-target, classified against the reference and the known-divergences file."""
+target, classified against the reference (the spec) and judged by the knowledge base (the
+findings of each framework path): one test per case and target, its draws checked inside it."""
 
 import pytest
 
 from poolgrad.adapters import registry
-from poolgrad.suite.options import gpu_driver_present
+from poolgrad.suite.options import gpu_driver_present, rerun_command
 
 
 def test_backward(case, target, poolgrad, request):
     """Forward and gradient of ``case`` (and of its draws) on ``target`` agree with the spec, or
-    with a listed known divergence of this framework release."""
-    _conclude(poolgrad.run_check(case, target, request.node), target)
+    with the findings in scope for this target (the knowledge base)."""
+    _conclude(poolgrad.run_check(case, target, request.node), target, request)
 
 
 def test_jvp(mode_case, mode_target, poolgrad, request):
     """Forward mode (JVP) of ``mode_case`` on ``mode_target`` agrees with the spec under the
     reverse mode's own policy (SPEC.md, "AD modes"), or with a listed finding."""
-    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "jvp"), mode_target)
+    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "jvp"), mode_target, request)
 
 
 def test_double_backward(mode_case, mode_target, poolgrad, request):
     """The gradient of sum(dX * v) by grad_output and by the input agrees with the spec and with
     the reverse mode of the same call, or with a listed finding."""
-    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "double_backward"), mode_target)
+    _conclude(poolgrad.run_check(mode_case, mode_target, request.node, "double_backward"), mode_target, request)
 
 
-def _conclude(checks, target):
-    """One conclusion for a case and its draws: it fails where any of them fails (each named),
-    and is skipped where all of them are."""
+def _conclude(checks, target, request):
+    """One conclusion for a case and its draws: it fails where any of them fails (each named,
+    then the command that reruns this test alone), and is skipped where all of them are."""
     failed = [c for c in checks if c.outcome in ("fail", "behaviour_changed")]
     if failed:
-        pytest.fail("\n".join(f"{c.record['case_id']} on {target.id}: {c.message}" for c in failed), pytrace=False)
+        rerun = rerun_command(request.config, request.node.name, target)
+        pytest.fail("\n".join([*(f"{c.record['case_id']} on {target.id}: {c.message}" for c in failed),
+                               f"rerun: {rerun}"]), pytrace=False)
     if all(c.outcome == "skipped" for c in checks):
         pytest.skip(checks[0].message)
     assert all(c.outcome in ("pass", "expected", "skipped") for c in checks), [c.outcome for c in checks]

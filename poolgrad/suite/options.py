@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import shutil
 
 import pytest
@@ -22,7 +23,7 @@ def add_options(parser) -> None:
                      "(forward, grad_input) on NumPy arrays (README, 'Your own kernel'); with --target and no "
                      "--frameworks only the kernels are checked")
     g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
-    g.addoption("--findings", default=None, metavar="PATH", help="the knowledge base of known behaviours (default: poolgrad/cases/data/findings.toml)")
+    g.addoption("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the knowledge base of the installed frameworks (each framework package's findings.toml); repeatable")
     g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
     g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
     g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")
@@ -97,6 +98,24 @@ def user_targets(values) -> list[Target]:
                                     f"put its directory on PYTHONPATH")
         targets.append(Target(user_adapter.FRAMEWORK, variant, "cpu"))
     return list(dict.fromkeys(targets))
+
+
+def rerun_command(config, test_name: str, target: Target) -> str:
+    """The command that runs test ``test_name`` (its case and draws) on ``target`` alone, with
+    the options that decide its cases and its verdict (case file, findings, AD modes)."""
+    if target.framework == user_adapter.FRAMEWORK:
+        module, function = target.variant.rsplit(".", 1)
+        where = ["--target", f"{module}:{function}"]
+    else:
+        where = ["--frameworks", target.framework, "--variants", target.variant, "--devices", target.device]
+    args = ["pytest", "--pyargs", "poolgrad", "-k", test_name, *where]
+    if config.getoption("case_file"):
+        args += ["--case-file", os.path.abspath(config.getoption("case_file"))]
+    for path in config.getoption("findings") or ():
+        args += ["--findings", os.path.abspath(path)]
+    if config.getoption("ad_modes") != "default":
+        args += ["--ad-modes", config.getoption("ad_modes")]
+    return shlex.join(args)
 
 
 def shard(value) -> tuple[int, int] | None:
