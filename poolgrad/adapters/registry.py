@@ -48,6 +48,13 @@ class Framework:
     # variant -> WorkerSpec, for variants another adapter module runs in a worker of its own
     workers: dict = dataclasses.field(default_factory=dict)
     planner: str | None = None  # module whose ``plan`` maps a spec to the call (see ``plan``)
+    # AD mode ("jvp", "double_backward") -> the variants that run it by default (suite/ad_modes.py)
+    ad_modes: dict = dataclasses.field(default_factory=dict)
+    # variant -> seconds one batching group (a call, a compilation) costs cold on 2 cores; only
+    # to hand out the heaviest work first (suite/scheduling.py); absent: the default
+    costs: dict = dataclasses.field(default_factory=dict)
+    # environment variables that change the framework's pooling, recorded with every run
+    env_switches: tuple[str, ...] = ()
 
     def worker(self, variant: str | None = None) -> WorkerSpec:
         """The worker that runs ``variant`` (None: the framework's own adapter)."""
@@ -65,12 +72,15 @@ def keras_on(backend: str) -> dict:
 # poolgrad's own frameworks, registered in pyproject.toml like any plugin's. A framework's home
 # is its package: ``adapters.<name>`` plans calls and lists variants, ``.adapter`` runs them.
 TORCH = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*torch_plan.VARIANTS, "keras"),
-                  {"return_indices": "plane"}, keras_on("torch"), "poolgrad.adapters.torch")
+                  {"return_indices": "plane"}, keras_on("torch"), "poolgrad.adapters.torch",
+                  ad_modes=torch_plan.AD_MODES, costs=torch_plan.COSTS, env_switches=torch_plan.ENV_SWITCHES)
 TENSORFLOW = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                        (*tensorflow_plan.VARIANTS, "keras"), {"with_argmax": "image_channels_last"},
-                       keras_on("tensorflow"), "poolgrad.adapters.tensorflow")
+                       keras_on("tensorflow"), "poolgrad.adapters.tensorflow", ad_modes=tensorflow_plan.AD_MODES,
+                       costs=tensorflow_plan.COSTS, env_switches=tensorflow_plan.ENV_SWITCHES)
 JAX = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*jax_plan.VARIANTS, "keras"),
-                workers=keras_on("jax"), planner="poolgrad.adapters.jax")
+                workers=keras_on("jax"), planner="poolgrad.adapters.jax", ad_modes=jax_plan.AD_MODES,
+                costs=jax_plan.COSTS, env_switches=jax_plan.ENV_SWITCHES)
 
 
 def discover(entry_points=None) -> dict[str, Framework]:

@@ -1,6 +1,7 @@
 """The knowledge base: what each framework path does where it departs from the spec.
 
-``poolgrad/cases/data/findings.toml`` holds one curated entry per behaviour of a framework path,
+Each framework package's ``findings.toml`` (``poolgrad/adapters/<framework>/``, a plugin's beside its
+planner) holds one curated entry per behaviour of a framework path,
 written for the people who maintain the kernel: what it does, why (the kernel source), the
 upstream report or "no upstream report". Its scope names the target (framework, variants,
 devices), the ops and dtypes (globs), the CPU features or oneDNN state that decide it, and
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
+import importlib.util
 import itertools
 import re
 import tomllib
@@ -44,9 +46,33 @@ POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero"
 CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
            "dtype_cpu_features", "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
-           "source", "link", "since", "modes"}
+           "source", "link", "upstream", "impact", "example", "since", "modes"}
 MODES = ("backward", "jvp", "double_backward")
 NO_UPSTREAM = "no upstream report"
+# What a behaviour means for training, from harmless to worst: ``--fail-on IMPACT`` fails the
+# results that findings explain with an impact at or above IMPACT.
+IMPACTS = {
+    "valid_subgradient": "a tie choice only: still a valid subgradient",
+    "rounding": "sums rounded in low precision or in another order: small numeric differences",
+    "nan_semantics": "a NaN appears or vanishes, or an infinity is handled otherwise",
+    "gradient_lost": "a window routes nothing, or less than its upstream gradient",
+    "gradient_misrouted": "gradient lands outside its window, or in another sample or channel",
+    "wrong_forward": "the forward value is wrong",
+    "error": "the call raises where the spec has a result",
+    "crash": "the process dies or hangs",
+}
+# Upstream references by what they are: a report of this behaviour, a fix (with its state),
+# or related context (another bug in the same code, where the code came from).
+REFERENCE_TYPES = ("report", "fix", "related")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    type: str
+    url: str
+    title: str = ""
+    state: str = ""   # a fix's: "merged in 2.5.0", "open", "closed unmerged", ...
+    note: str = ""    # why a related thread bears on the finding
 
 
 class FindingsError(ValueError):
@@ -80,6 +106,9 @@ class Finding:
     link: str
     since: str
     versions: SpecifierSet = SpecifierSet()
+    impact: str = ""
+    upstream: tuple[Reference, ...] = ()
+    example: Path | None = None        # a small case file showing the behaviour
     # The derivatives it is about: "backward" (reverse mode), "jvp", "double_backward"; how its
     # claim reads in each: :meth:`in_mode`.
     modes: tuple[str, ...] = ("backward",)
@@ -289,17 +318,26 @@ def _policy(fid, key, value) -> dict:
     return dict(value)
 
 
-def _finding(raw: dict, index: int) -> Finding:
+def _finding(raw: dict, index: int, base: Path = DATA) -> Finding:
     fid = raw.get("id") or f"#{index}"
     unknown = sorted(set(raw) - _FIELDS)
     if unknown:
         raise FindingsError(f"finding {fid!r}: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_FIELDS))}")
-    for key in ("id", "title", "framework", "behaviour", "source", "link"):
+    for key in ("id", "title", "framework", "behaviour", "source"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             raise FindingsError(f"finding {fid!r}: field {key!r} is required (a non-empty string)")
-    link = raw["link"].strip()
+    upstream = _upstream(fid, raw)
+    reports = [r.url for r in upstream if r.type == "report"]
+    link = reports[0] if reports else (raw.get("link") or NO_UPSTREAM).strip()
     if link != NO_UPSTREAM and not link.startswith("https://"):
         raise FindingsError(f"finding {fid!r}: field 'link' must be an https:// URL or {NO_UPSTREAM!r}")
+    impact = raw.get("impact", "")
+    if impact and impact not in IMPACTS:
+        raise FindingsError(f"finding {fid!r}: field 'impact': unknown impact {impact!r}; allowed: {', '.join(IMPACTS)}")
+    example = raw.get("example")
+    if example is not None and (not isinstance(example, str) or not example.endswith(".json")):
+        raise FindingsError(f"finding {fid!r}: field 'example' is the path of a case file (.json), relative to the findings file")
+    example = base / example if example is not None else None
     when = _strings(fid, "when", raw.get("when"), ())
     when_call = _strings(fid, "when_call", raw.get("when_call"), ())
     for key, props in (("when", when), ("when_call", when_call)):
@@ -358,11 +396,73 @@ def _finding(raw: dict, index: int) -> Finding:
         min_call_elements=min_call,
         verdict=verdict, forward=forward, gradient=gradient, error=error, modes=modes,
         behaviour=" ".join(raw["behaviour"].split()), source=" ".join(raw["source"].split()),
-        link=link, since=" ".join(str(raw.get("since", "")).split()))
+        link=link, since=" ".join(str(raw.get("since", "")).split()),
+        impact=impact, upstream=upstream, example=example)
 
 
-def load(path: str | Path = DEFAULT_PATH, history: str | Path | None = HISTORY_PATH) -> "Knowledge":
-    path = Path(path)
+def _upstream(fid: str, raw: dict) -> tuple[Reference, ...]:
+    """The typed references of ``upstream = [{type, url, title, state, note}, ...]`` ([]: no
+    upstream report)."""
+    if "upstream" in raw and "link" in raw:
+        raise FindingsError(f"finding {fid!r}: give 'upstream' (typed references) or the older 'link', not both")
+    refs = raw.get("upstream", [])
+    if not isinstance(refs, list):
+        raise FindingsError(f"finding {fid!r}: field 'upstream' is a list of {{type, url, title}} tables ([]: no upstream report)")
+    out = []
+    for i, ref in enumerate(refs):
+        where = f"finding {fid!r}: upstream[{i}]"
+        if not isinstance(ref, dict) or set(ref) - {"type", "url", "title", "state", "note"}:
+            raise FindingsError(f"{where} is a table of type, url, title and, where they apply, state and note")
+        if ref.get("type") not in REFERENCE_TYPES:
+            raise FindingsError(f"{where}: field 'type' is one of {', '.join(REFERENCE_TYPES)}")
+        if not str(ref.get("url", "")).startswith("https://"):
+            raise FindingsError(f"{where}: field 'url' is an https:// URL")
+        if ref["type"] == "fix" and not ref.get("state"):
+            raise FindingsError(f"{where}: a fix needs its 'state' (\"merged in 2.5.0\", \"open\", \"closed unmerged\")")
+        if ref["type"] == "related" and not ref.get("note"):
+            raise FindingsError(f"{where}: a related thread needs a 'note' saying why it bears on the finding")
+        out.append(Reference(**{k: " ".join(str(v).split()) for k, v in ref.items()}))
+    return tuple(out)
+
+
+def framework_files() -> list[Path]:
+    """The knowledge base poolgrad reads by default: every registered framework's file (a
+    ``findings.toml`` beside its planners: a framework's knowledge lives in its package, a
+    plugin's included), in registration order, and the core's file where one is left."""
+    from poolgrad.adapters import registry  # the registry reads entry points: only when asked
+
+    frameworks = registry.FRAMEWORKS.values()
+    # each framework's own package first, then those of variants run by another package (Keras)
+    packages = dict.fromkeys([fw.planner for fw in frameworks if fw.planner]
+                             + [w.planner for fw in frameworks for w in fw.workers.values() if w.planner])
+    files = [DEFAULT_PATH] if DEFAULT_PATH.exists() else []
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        found = Path(spec.origin).parent / "findings.toml" if spec and spec.origin else None
+        if found is not None and found.exists() and found not in files:
+            files.append(found)
+    return files
+
+
+def load(path: str | Path | None = None, history: str | Path | None = HISTORY_PATH, extra=()) -> "Knowledge":
+    """The findings of ``path`` (default: :func:`framework_files`), plus those of the files in
+    ``extra`` (a user's own, which extend the base, never replace it)."""
+    paths = [Path(path)] if path is not None else framework_files()
+    findings = []
+    for p in (*paths, *map(Path, extra)):
+        findings += _read(p)
+    ids = [f.id for f in findings]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise FindingsError(f"duplicate finding id {dupes[0]!r} (in {', '.join(map(str, (*paths, *extra)))})")
+    hist = {}
+    if history is not None and Path(history).exists():
+        hist = load_history(history)
+        findings = [dataclasses.replace(f, versions=SpecifierSet(version_range(hist, f.id))) for f in findings]
+    return Knowledge(findings, hist)
+
+
+def _read(path: Path) -> list[Finding]:
     try:
         data = tomllib.loads(path.read_text())
     except OSError as e:
@@ -372,16 +472,10 @@ def load(path: str | Path = DEFAULT_PATH, history: str | Path | None = HISTORY_P
     unknown = sorted(set(data) - {"finding"})
     if unknown:
         raise FindingsError(f"{path}: unknown table {unknown[0]!r}; entries are [[finding]] tables")
-    findings = [_finding(raw, i) for i, raw in enumerate(data.get("finding", []))]
-    ids = [f.id for f in findings]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise FindingsError(f"{path}: duplicate finding id {dupes[0]!r}")
-    hist = {}
-    if history is not None and Path(history).exists():
-        hist = load_history(history)
-        findings = [dataclasses.replace(f, versions=SpecifierSet(version_range(hist, f.id))) for f in findings]
-    return Knowledge(findings, hist)
+    try:
+        return [_finding(raw, i, path.parent) for i, raw in enumerate(data.get("finding", []))]
+    except FindingsError as e:
+        raise FindingsError(f"{path}: {e}") from None
 
 
 # -- judging ----------------------------------------------------------------------------

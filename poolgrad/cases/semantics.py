@@ -150,9 +150,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m poolgrad.cases.semantics", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", default="-")
-    p.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
-    text = markdown(kb.load(args.findings))
+    text = markdown(kb.load(extra=args.findings))
     if args.output == "-":
         sys.stdout.write(text)
     else:

@@ -11,13 +11,12 @@ and target, ``none`` not at all.
 
 from __future__ import annotations
 
+from poolgrad.adapters import registry
 from poolgrad.verdicts.ad_modes import MODES, direction
 
 from .runner import GroupRunner
 
 FAMILIES = ("ties_window", "ties_overlap", "ties_border", "inf_ties", "all_neginf", "nan", "signed_zero")
-VARIANTS = {"jvp": {"torch": ("eager", "compile"), "tensorflow": ("eager", "function"), "jax": ("eager", "jit")},
-            "double_backward": {"torch": ("eager",), "tensorflow": ("eager", "function"), "jax": ("eager", "jit")}}
 CHOICES = ("default", "all", "none")
 
 
@@ -29,7 +28,15 @@ def selected(cases, targets, choice: str, mode: str) -> list[tuple]:
         return []
     return [(c, t) for c in cases for t in targets
             if choice == "all" or (c.spec.is_max and c.family in FAMILIES and c.spec.dtype == "float32"
-                                   and t.variant in VARIANTS[mode].get(t.framework, ()))]
+                                   and t.variant in _variants(t.framework, mode))]
+
+
+def _variants(framework: str, mode: str) -> tuple[str, ...]:
+    """The variants of ``framework`` that run ``mode`` by default (its record's ``ad_modes``)."""
+    try:
+        return registry.get(framework).ad_modes.get(mode, ())
+    except KeyError:
+        return ()
 
 
 class ModeRunner(GroupRunner):

@@ -5,7 +5,7 @@ findings: one per framework and observed claim (the policy the verdict search na
 failure's exception type), generalized across the variants, ops and dtypes where that one
 claim holds for all of them, with the case properties every member shares as the scope to
 start from. It writes nothing: a finding is knowledge a person writes up (what the kernel does
-and why, from its source; the upstream report) in poolgrad/cases/data/findings.toml.
+and why, from its source; the upstream report) in the framework's findings.toml (poolgrad/adapters/<framework>/).
 """
 
 from __future__ import annotations
@@ -98,10 +98,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m poolgrad.suite.characterize", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+", help="results JSON-lines files of one run")
-    p.add_argument("--findings", default=str(kb.DEFAULT_PATH), help="the knowledge base to judge them with")
+    p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
     envs, results = read_results(args.results)
-    proposals, contradicted = propose(envs, results, kb.load(args.findings))
+    proposals, contradicted = propose(envs, results, kb.load(extra=args.findings))
     if contradicted:
         print("findings whose scope holds results they do not explain (scope too wide, or the behaviour "
               "changed): " + ", ".join(f"{k} ({n})" for k, n in sorted(contradicted.items())) + "\n")

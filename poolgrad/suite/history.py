@@ -115,23 +115,23 @@ def main(argv=None) -> int:
     b = sub.add_parser("build", help="re-judge lane results files and write the history")
     b.add_argument("results", nargs="+")
     b.add_argument("-o", "--output", default=str(kb.HISTORY_PATH))
-    b.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    b.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     b.add_argument("--devices", default="cpu,gpu", help="the results of these devices only (comma list)")
     b.add_argument("--add", action="store_true",
                    help="add these lanes to the history at --output (same-named lanes replaced) instead of writing it anew")
     s = sub.add_parser("show", help="print findings x releases")
     s.add_argument("--history", default=str(kb.HISTORY_PATH))
-    s.add_argument("--findings", default=str(kb.DEFAULT_PATH))
+    s.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
     if args.command == "build":
-        hist = build(args.results, kb.load(args.findings, history=None), machine_record(), tuple(args.devices.split(",")))
+        hist = build(args.results, kb.load(history=None, extra=args.findings), machine_record(), tuple(args.devices.split(",")))
         if args.add:
             hist = add(load_history(args.output), hist)
         Path(args.output).write_text(json.dumps(hist, indent=1, sort_keys=True) + "\n")
-        print(table(hist, kb.load(args.findings, history=None)))
+        print(table(hist, kb.load(history=None, extra=args.findings)))
         print(f"history: {args.output} ({len(hist['lanes'])} lanes)")
     else:
-        print(table(load_history(args.history), kb.load(args.findings, history=None)))
+        print(table(load_history(args.history), kb.load(history=None, extra=args.findings)))
     return 0
 
 

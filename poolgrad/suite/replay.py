@@ -109,9 +109,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m poolgrad.suite.replay", description=main.__doc__)
     p.add_argument("results", nargs="+", help="results files (JSON lines, .gz too)")
     p.add_argument("-o", "--output", required=True, help="where to write the results judged again")
-    p.add_argument("--findings", default=str(kb.DEFAULT_PATH), help="the knowledge base to judge them with")
+    p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
-    knowledge = kb.load(args.findings)
+    knowledge = kb.load(extra=args.findings)
     envs, results = read_results(args.results)
     by_run, this_machine = {e["run_id"]: completed(e) for e in envs}, completed(None)
     again = [rejudged(rec, knowledge, by_run.get(rec["run_id"], this_machine)) for rec in results]

@@ -20,10 +20,13 @@ from .execution import FRAMEWORK_KEY, RECORD_KEY
 from .machine import machine as machine_of, record as machine_record
 from .run import Run
 
-# Environment switches known to change pooling behaviour; only these are recorded.
-ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",
-                "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "CUBLAS_WORKSPACE_CONFIG", "TORCHINDUCTOR_FREEZING",
-                "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION", "NVIDIA_TF32_OVERRIDE")
+def env_switches() -> tuple[str, ...]:
+    """Environment switches known to change pooling (each framework record's, plus the CPU
+    caps of oneDNN, which more than one framework links); only these are recorded."""
+    names = dict.fromkeys(("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"))
+    for fw in registry.FRAMEWORKS.values():
+        names.update(dict.fromkeys(fw.env_switches))
+    return tuple(names)
 
 
 class Results:
@@ -124,7 +127,7 @@ class Results:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
             "platform": platform.platform(), **machine_record(), "frameworks": frameworks,
-            "env_switches": {k: os.environ[k] for k in ENV_SWITCHES if k in os.environ},
+            "env_switches": {k: os.environ[k] for k in env_switches() if k in os.environ},
         }
 
     def finish(self) -> list[str]:

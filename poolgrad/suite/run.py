@@ -24,7 +24,7 @@ class Run:
         self.run_id = (config.workerinput["poolgrad_run_id"] if not self.is_controller
                        else uuid.uuid4().hex[:12])
         try:
-            self.knowledge = findings.load(config.getoption("findings") or findings.DEFAULT_PATH)
+            self.knowledge = findings.load(extra=config.getoption("findings") or ())
         except findings.FindingsError as e:
             raise pytest.UsageError(str(e)) from None
         self.items = []  # this process's collected tests, in run order

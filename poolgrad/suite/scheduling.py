@@ -19,6 +19,7 @@ from pathlib import Path
 
 from xdist.scheduler import LoadGroupScheduling
 
+from poolgrad.adapters import registry
 from poolgrad.cases.ids import geometry_tag
 
 from .check import op_name
@@ -52,11 +53,19 @@ def unit_cost(targets, cases) -> float:
     """Seconds a unit takes: per item checked, plus per framework call (compilation) of each
     target."""
     costs = _costs()
-    per_group = costs["per_group"]
     # Summed in a fixed order: a set's order follows string hashes, which differ between xdist
     # workers, and float sums in another order can differ in the last bit (and reorder units).
-    calls = sum(per_group.get(f"{t.framework}-{t.variant}", per_group["default"]) for t in sorted(set(targets)))
+    calls = sum(_group_cost(t, costs["per_group"]) for t in sorted(set(targets)))
     return costs["per_item"] * len(cases) * len(set(targets)) + calls * len({c.group_key for c in cases})
+
+
+def _group_cost(target, default: float) -> float:
+    """A batching group's cost on ``target``: its framework record's (a framework's costs live
+    in its package), else the default."""
+    try:
+        return registry.get(target.framework).costs.get(target.variant, default)
+    except KeyError:
+        return default
 
 
 def order(items: list, checks=lambda case: (case,)) -> list:

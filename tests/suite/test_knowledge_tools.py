@@ -18,9 +18,9 @@ from poolgrad.suite.history import add, build
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
 
-TARGET = Target("torch", "eager", "cpu")
+TARGET = Target("otherfw", "eager", "cpu")  # a framework no installed findings file speaks of
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
-NAN_LAST = {"id": "last-nan", "title": "last NaN", "framework": "torch", "when": ["nan_several"],
+NAN_LAST = {"id": "last-nan", "title": "last NaN", "framework": "otherfw", "when": ["nan_several"],
             "policy": {"nan_tie": "last"}, "behaviour": "what it does", "source": "kernel.cc: f",
             "link": "no upstream report"}
 MACHINE = {"cpu": "test", "cpu_features": ["avx2"], "onednn_max_cpu_isa": None}
@@ -37,7 +37,7 @@ def _run(path, version, knowledge, policy, device="cpu"):
             outcome = Outcome(OK, forward=r.forward, grad_input=r.grad_input, info={"call_shape": [1, 1, 4]})
             target = Target(TARGET.framework, TARGET.variant, device)
             write_record(fh, {**check(case, target, version, [outcome], knowledge, 0.0).record, "run_id": "r"})
-        write_record(fh, {**synthetic.environment("r", versions={"torch": version}), **MACHINE})
+        write_record(fh, {**synthetic.environment("r", versions={"otherfw": version}), **MACHINE})
     return path
 
 
@@ -71,7 +71,7 @@ def test_characterize_proposes_a_finding_for_what_nothing_explains(tmp_path):
     proposals, contradicted = propose(envs, results, Knowledge())
     assert len(proposals) == 1 and not contradicted
     p = proposals[0]
-    assert p["framework"] == "torch" and p["results"] == 2 and "nan_several" in p["when"]
+    assert p["framework"] == "otherfw" and p["results"] == 2 and "nan_several" in p["when"]
     assert p["claim"][0] == "policy"
     assert propose(envs, results, Knowledge([_finding(NAN_LAST, 0)]))[0] == []
 
@@ -81,8 +81,8 @@ def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it
     old = _run(tmp_path / "old.jsonl", "2.11.0", kb, {})                     # fixed: canonical
     new = _run(tmp_path / "new.jsonl", "2.13.0", kb, {"nan_tie": "last"})
     hist = build([old, new], kb, MACHINE)
-    assert [lane["lane"] for lane in hist["lanes"]] == ["torch-2.11.0", "torch-2.13.0"]
-    assert hist["findings"]["last-nan"] == {"torch-2.11.0": [0, 2], "torch-2.13.0": [2, 0]}
+    assert [lane["lane"] for lane in hist["lanes"]] == ["otherfw-2.11.0", "otherfw-2.13.0"]
+    assert hist["findings"]["last-nan"] == {"otherfw-2.11.0": [0, 2], "otherfw-2.13.0": [2, 0]}
 
 
 def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
@@ -91,8 +91,8 @@ def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
     gpu_run = _run(tmp_path / "gpu.jsonl", "2.13.0", kb, {}, device="gpu")     # canonical on the GPU
     assert build([gpu_run], kb, MACHINE, devices=("cpu",))["lanes"] == []
     both = add(cpu, build([gpu_run], kb, MACHINE, devices=("gpu",)))
-    assert [(lane["lane"], lane["device"]) for lane in both["lanes"]] == [("torch-2.13.0", "cpu"), ("torch-2.13.0-gpu", "gpu")]
-    assert both["findings"]["last-nan"] == {"torch-2.13.0": [2, 0], "torch-2.13.0-gpu": [0, 2]}
+    assert [(lane["lane"], lane["device"]) for lane in both["lanes"]] == [("otherfw-2.13.0", "cpu"), ("otherfw-2.13.0-gpu", "gpu")]
+    assert both["findings"]["last-nan"] == {"otherfw-2.13.0": [2, 0], "otherfw-2.13.0-gpu": [0, 2]}
     assert add(both, build([gpu_run], kb, MACHINE, devices=("gpu",))) == both    # a lane added again replaces itself
 
 

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
-from . import VARIANTS, Call, plan  # noqa: E402
+from . import ENV_SWITCHES, VARIANTS, Call, plan  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -31,8 +31,6 @@ tf.get_logger().setLevel("ERROR")
 # The GPU path must not trade precision for speed (TF32 would round matmul-like kernels).
 tf.config.experimental.enable_tensor_float_32_execution(False)
 
-_ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "TF_DETERMINISTIC_OPS", "XLA_FLAGS", "TF_XLA_FLAGS",
-                 "TF_ENABLE_ONEDNN_OPTS")
 
 
 def _pool_fn(call: Call):
@@ -151,7 +149,7 @@ class TensorFlowAdapter(ModeMethods):
             # tie/NaN routing, notably in graphs (function variant) and for 3-D pooling.
             "onednn": _onednn_enabled(),
         }
-        env.update({k: os.environ[k] for k in _ENV_SWITCHES if k in os.environ})
+        env.update({k: os.environ[k] for k in ENV_SWITCHES if k in os.environ})
         return env
 
     def _compiled(self, variant, call, dtype, shape, mode):

@@ -9,22 +9,43 @@ Variants:
   return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
                   torch's int64 index: the flat position in each (n, c) plane's spatial dims
 
+Pooling as users write it without a pooling function (poolgrad/adapters/idioms.py says which
+specs each can express):
+  amax            x.amax(dim=(2, ...), keepdim=True): global max (adaptive_max_pool, output 1)
+  max_dim         x.flatten(2).max(dim=2, keepdim=True): global max, values and indices (the
+                  flat position in the plane, judged like return_indices)
+  mean            x.mean(dim=(2, ...), keepdim=True): global average (adaptive_avg_pool, output 1)
+  reshape         x.reshape(N, C, H/k, k, ...).amax / .mean over the block dims: windows that
+                  tile the input
+  unfold          F.unfold(x, ...) (2-D only) then amax / mean over each window's taps
+
 A spec torch has no argument for (asymmetric or SAME-asymmetric pads, dilation outside
 max_pool, ...) is Unsupported with the reason, never emulated.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from poolgrad.reference.geometry import resolve
 
+from .. import idioms
 from ..base import Unsupported
 
-VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices")
+VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
+            "unfold")
+# The idioms' reductions, by variant: which ops they compute (a global variant only one).
+GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
+
+# What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
+AD_MODES = {"jvp": ("eager", "compile"), "double_backward": ("eager",)}
+COSTS = {"compile": 2.3, "keras": 0.05}   # inductor: two C++ kernels (forward, backward) per group
+ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE")
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
 CHANNELS_LAST_RANKS = (2, 3)
+IDIOMS = (*GLOBAL_OPS, "reshape", "unfold")
 
 
 def _sliding_arguments(spec, geom, rank: int) -> dict | Unsupported:
@@ -52,9 +73,38 @@ def _sliding_arguments(spec, geom, rank: int) -> dict | Unsupported:
     return kw
 
 
+def _idiom(spec, variant: str, shape) -> dict | Unsupported:
+    """The arguments of an idiom variant's calls: ``dim`` (and ``keepdim``) of the reduction;
+    reshape's ``shape`` (blocks split out); unfold's ``unfold`` keyword arguments and the
+    ``shape`` (N, C, taps, *out) its columns are viewed as."""
+    if variant in GLOBAL_OPS:
+        dims = idioms.global_axes(spec, shape, GLOBAL_OPS[variant])
+        if isinstance(dims, Unsupported):
+            return dims
+        return {"dim": 2, "keepdim": True} if variant == "max_dim" else {"dim": dims, "keepdim": True}
+    if variant == "reshape":
+        block = idioms.blocks(spec, shape)
+        if isinstance(block, Unsupported):
+            return block
+        split = tuple(d for length, k in zip(shape[2:], block) for d in (length // k, k))
+        return {"shape": (*shape[:2], *split), "dim": tuple(range(3, 3 + 2 * len(block), 2))}
+    if len(shape) != 4:
+        return Unsupported("F.unfold extracts 2-D patches only")
+    window = idioms.patches(spec, shape)
+    if isinstance(window, Unsupported):
+        return window
+    if any(before != after for before, after in window.pads):
+        return Unsupported(f"asymmetric padding {list(window.pads)}: F.unfold takes one symmetric pad per dim")
+    unfold = {"kernel_size": window.kernel, "dilation": window.dilation,
+              "padding": tuple(before for before, _ in window.pads), "stride": window.stride}
+    return {"unfold": unfold, "shape": (*shape[:2], math.prod(window.kernel), *window.out_shape), "dim": 2}
+
+
 def plan(spec, variant: str, shape) -> dict | Unsupported:
     """The keyword arguments of the call (shared by the functional and nn.Module forms) for an
     input of ``shape`` (N, C, *spatial), or why the spec is not expressible in this variant."""
+    if variant in IDIOMS:
+        return _idiom(spec, variant, shape)
     rank = len(shape) - 2
     if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS:
         return Unsupported("channels_last: torch has no channels-last memory format for 1-D inputs")

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters as dynamo_counters
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
-from . import MODULE_NAMES, VARIANTS, plan
+from .. import idioms
+from . import IDIOMS, MODULE_NAMES, VARIANTS, plan
 
 _CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
 
@@ -38,6 +39,28 @@ def _functional(op: str, rank: int, kw: dict):
 
 def _module(op: str, rank: int, kw: dict):
     return getattr(torch.nn, f"{MODULE_NAMES[op]}{rank}d")(**kw)
+
+
+def _idiom(op: str, rank: int, kw: dict, variant: str):
+    """The pooling an idiom variant writes without a pooling function (see plan's _idiom)."""
+    if variant == "max_dim":
+        def values_and_indices(t):
+            y, indices = t.flatten(2).max(**kw)   # (N, C, 1): the plane's max and its flat position
+            return y.reshape(*t.shape[:2], *(1,) * rank), indices.reshape(*t.shape[:2], *(1,) * rank)
+        return values_and_indices
+    reduce = torch.amax if op in idioms.MAX_OPS else torch.mean
+    if variant == "reshape":
+        return lambda t: reduce(t.reshape(kw["shape"]), dim=kw["dim"])
+    if variant == "unfold":
+        return lambda t: reduce(F.unfold(t, **kw["unfold"]).reshape(kw["shape"]), dim=kw["dim"])
+    return lambda t: reduce(t, **kw)
+
+
+def _pool(op: str, rank: int, kw: dict, variant: str):
+    """The eager call of a variant: the nn.Module, an idiom, or the functional call."""
+    if variant == "module":
+        return _module(op, rank, kw)
+    return _idiom(op, rank, kw, variant) if variant in IDIOMS else _functional(op, rank, kw)
 
 
 def _fresh_code(fn):
@@ -83,7 +106,7 @@ def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Excep
     if variant == "channels_last":
         meta = meta.contiguous(memory_format=_CHANNELS_LAST[rank])
     try:
-        (_module(op, rank, kw) if variant == "module" else _functional(op, rank, kw))(meta)
+        _pool(op, rank, kw, variant)(meta)
     except Exception as refusal:  # torch refuses with RuntimeError, ValueError or TypeError
         return refusal
     return None
@@ -140,11 +163,9 @@ class TorchAdapter(ModeMethods):
         """tensors -> the mode's arrays. For compile, torch.compile compiles the pooling call,
         or for jvp the whole mode (torch.func transforms trace into one graph); reverse and
         double backward differentiate the compiled call, as a user's training step would."""
-        with_indices = variant == "return_indices"
-        if variant == "module":
-            return functools.partial(mode, _module(op, rank, kw), with_indices)
+        with_indices = variant in ("return_indices", "max_dim")
         if variant != "compile":
-            return functools.partial(mode, _functional(op, rank, kw), with_indices)
+            return functools.partial(mode, _pool(op, rank, kw, variant), with_indices)
         # Keyed on everything that would make dynamo recompile, so each entry compiles once.
         key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev, mode is _jvp)
         if key not in self._compiled:
