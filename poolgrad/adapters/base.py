@@ -1,6 +1,6 @@
 """The one interface every framework adapter implements.
 
-A *target* is (framework, variant, device). An adapter module (``poolgrad/adapters/<fw>_adapter.py``)
+A *target* is (framework, variant, device). An adapter module (``poolgrad/adapters/<fw>/adapter.py``)
 exposes a module-level ``ADAPTER`` object with the attributes and methods of :class:`Adapter`.
 Adapters run *inside* a framework worker process (see ``poolgrad/adapters/worker.py``); only that
 process imports the framework.
