@@ -4,20 +4,33 @@ runs the call in a worker).
 
 Variants: eager, jit (reduce_window as a JAX user writes pooling) and flax (flax.linen's
 max_pool / avg_pool).
+
+Pooling as users write it without reduce_window (poolgrad/adapters/idioms.py says which specs
+each can express), a :class:`Reduction`:
+  reduce, reduce_jit   jnp.max / jnp.mean over the spatial axes (keepdims=True): global pooling
+                       (the adaptive ops with output size 1), eager and jitted
+  reshape              x.reshape(N, C, H/k, k, ...) then jnp.max / jnp.mean over the block axes:
+                       windows that tile the input
+  patches              lax.conv_general_dilated_patches (any rank, padding pairs, stride,
+                       dilation as rhs_dilation) then jnp.max / jnp.mean over each window's taps
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from poolgrad.reference.geometry import resolve
 
+from .. import idioms
 from ..base import Unsupported
 
-VARIANTS = ("eager", "jit", "flax")
+VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
+JITTED = ("jit", "flax", "reduce_jit")
+IDIOMS = ("reduce", "reduce_jit", "reshape", "patches")
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
-AD_MODES = {"jvp": ("eager", "jit"), "double_backward": ("eager", "jit")}
+AD_MODES = {"jvp": ("eager", "jit", "reduce", "reduce_jit"), "double_backward": ("eager", "jit", "reduce", "reduce_jit")}
 # eager: XLA compiles each primitive of forward and VJP; keras: dozens of eagerly compiled
 # primitives in adaptive pooling; jit: one compilation of forward + VJP
 COSTS = {"keras": 1.2, "eager": 0.34, "flax": 0.28, "jit": 0.2}
@@ -33,6 +46,34 @@ class Window:
     stride: tuple
     dilation: tuple
     pads: tuple | str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """An idiom: jnp.max / jnp.mean over ``axes`` of x, of x reshaped to ``shape`` (reshape), or
+    of its patches (``window`` given: conv_general_dilated_patches' (N, C * taps, *out) viewed
+    as ``shape`` (N, C, taps, *out))."""
+
+    axes: tuple
+    shape: tuple | None = None
+    window: Window | None = None
+
+
+def _idiom(spec, variant: str, shape) -> Reduction | Unsupported:
+    if variant == "reshape":
+        block = idioms.blocks(spec, shape)
+        if isinstance(block, Unsupported):
+            return block
+        split = tuple(d for length, k in zip(shape[2:], block) for d in (length // k, k))
+        return Reduction(tuple(range(3, 3 + 2 * len(block), 2)), (*shape[:2], *split))
+    if variant == "patches":
+        p = idioms.patches(spec, shape)
+        if isinstance(p, Unsupported):
+            return p
+        return Reduction((2,), (*shape[:2], math.prod(p.kernel), *p.out_shape),
+                         Window(p.kernel, p.stride, p.dilation, p.pads))
+    axes = idioms.global_axes(spec, shape)
+    return axes if isinstance(axes, Unsupported) else Reduction(axes)
 
 
 def reduce_window_args(spec, geom, spatial) -> Window | Unsupported:
@@ -57,8 +98,10 @@ def reduce_window_args(spec, geom, spatial) -> Window | Unsupported:
     return Window(geom.kernel_size, geom.stride, geom.dilation, tuple(pads))
 
 
-def plan(spec, variant: str, shape) -> Window | Unsupported:
+def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
     """The window for an input of ``shape`` (N, C, *spatial), or why none exists."""
+    if variant in IDIOMS:
+        return _idiom(spec, variant, shape)
     geom = resolve(spec, shape)
     if variant != "flax":
         return reduce_window_args(spec, geom, shape[2:])

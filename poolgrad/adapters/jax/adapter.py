@@ -26,7 +26,8 @@ from jax import lax
 from poolgrad.reference.geometry import resolve
 
 from ..base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, Unsupported, unsupported_rule
-from . import VARIANTS, Window, plan
+from .. import idioms
+from . import JITTED, VARIANTS, Reduction, Window, plan
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -89,11 +90,27 @@ def _flax_pool_fn(spec, window_args: Window):
     return channels_last
 
 
+def _idiom_fn(spec, reduction: Reduction):
+    """jnp.max / jnp.mean over the planned axes of x, its blocks or its patches."""
+    reduce = jnp.max if spec.op in idioms.MAX_OPS else jnp.mean
+    if reduction.window is not None:
+        w = reduction.window
+
+        def patches(x):
+            return lax.conv_general_dilated_patches(x, w.kernel, w.stride, w.pads, rhs_dilation=w.dilation)
+        return lambda x: reduce(patches(x).reshape(reduction.shape), axis=reduction.axes)
+    if reduction.shape is not None:
+        return lambda x: reduce(x.reshape(reduction.shape), axis=reduction.axes)
+    return lambda x: reduce(x, axis=reduction.axes, keepdims=True)
+
+
 def _pool(spec, variant, shape, dtype):
     """The variant's pooling function for the planned call, or Unsupported."""
     window_args = plan(spec, variant, shape)
     if isinstance(window_args, Unsupported):
         return window_args
+    if isinstance(window_args, Reduction):
+        return _idiom_fn(spec, window_args)
     return _flax_pool_fn(spec, window_args) if variant == "flax" else _pool_fn(spec, window_args, shape, dtype)
 
 
@@ -200,7 +217,7 @@ class JaxAdapter(ModeMethods, Adapter):
         if isinstance(planned, Unsupported):
             return Outcome(status=UNSUPPORTED, message=planned.reason)
         try:
-            if variant == "eager":
+            if variant not in JITTED:
                 fn = functools.partial(mode, _pool(spec, variant, x.shape, x.dtype))
             else:
                 fn = self._jitted(spec, x.shape, x.dtype, variant, mode)
@@ -214,7 +231,7 @@ class JaxAdapter(ModeMethods, Adapter):
                 return Outcome(status=UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
             status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
             return Outcome(status=status, message=f"{type(e).__name__}: {e}", info=info)
-        if variant != "eager":
+        if variant in JITTED:
             info["compiles"] = self.traces
         return Outcome(status=OK, info=info, **arrays)
 

@@ -4,6 +4,16 @@ TensorFlow, so collection and the reproducer use it too; adapter.py runs the cal
 Variants: eager, function (tf.function), xla (tf.function(jit_compile=True)), with_argmax
 (tf.nn.max_pool_with_argmax).
 
+Pooling as users write it without a tf.nn pooling op (poolgrad/adapters/idioms.py says which
+specs each can express), channels-last like every TF call here:
+  reduce, reduce_function, reduce_xla   tf.reduce_max / tf.reduce_mean over the spatial axes
+                  (keepdims=True): global pooling (the adaptive ops with output size 1), eager,
+                  in tf.function and with XLA
+  reshape         tf.reshape(x, (N, H/k, k, ..., C)) then reduce_max / reduce_mean over the
+                  block axes: windows that tile the input
+  patches         tf.image.extract_patches (2-D; padding VALID or SAME, strides, rates) then
+                  reduce_max / reduce_mean over each window's taps
+
 Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
 exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
 emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
@@ -13,13 +23,18 @@ Unsupported with the reason.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from poolgrad.reference.geometry import padding_name, resolve
 
+from .. import idioms
 from ..base import Unsupported
 
-VARIANTS = ("eager", "function", "xla", "with_argmax")
+VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches")
+# The variants traced by tf.function, and whether with XLA (jit_compile).
+GRAPHS = {"function": False, "xla": True, "reduce_function": False, "reduce_xla": True}
+IDIOMS = ("reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "function"), "double_backward": ("eager", "function")}
@@ -39,10 +54,45 @@ class Call:
     stride: tuple | None
     dilation: tuple | None
     padding: Any             # "SAME" | "VALID" | explicit pairs ((b, a), ...) per spatial axis
+    # The idioms (api "reduce", "reshape", "patches"): the axes reduced, of x or of ``shape``,
+    # the shape x (reshape) or the patches are viewed as first.
+    axes: tuple | None = None
+    shape: tuple | None = None
+
+
+def _idiom(spec, variant: str, shape) -> Call | Unsupported:
+    """The Call of an idiom variant (``shape`` is channels-first (N, C, *spatial); the Call's
+    shapes and axes are channels-last, as the call runs)."""
+    rank = len(shape) - 2
+    n, c, spatial = shape[0], shape[1], tuple(shape[2:])
+    if variant == "reshape":
+        block = idioms.blocks(spec, shape)
+        if isinstance(block, Unsupported):
+            return block
+        split = tuple(d for length, k in zip(spatial, block) for d in (length // k, k))
+        return Call("reshape", spec.op, rank, None, None, None, None, tuple(range(2, 2 * rank + 1, 2)), (n, *split, c))
+    if variant == "patches":
+        if rank != 2:
+            return Unsupported("tf.image.extract_patches takes 2-D images only")
+        window = idioms.patches(spec, shape)
+        if isinstance(window, Unsupported):
+            return window
+        padding = padding_name(resolve(spec, shape))
+        if not isinstance(padding, str):
+            return Unsupported(f"padding {list(window.pads)} is neither 'SAME' nor 'VALID' for this input, and "
+                               f"tf.image.extract_patches takes only those")
+        return Call("patches", spec.op, rank, window.kernel, window.stride, window.dilation, padding, (3,),
+                    (n, *window.out_shape, math.prod(window.kernel), c))
+    axes = idioms.global_axes(spec, shape)
+    if isinstance(axes, Unsupported):
+        return axes
+    return Call("reduce", spec.op, rank, None, None, None, None, tuple(range(1, rank + 1)))
 
 
 def plan(spec, variant: str, shape) -> Call | Unsupported:
     """Map a spec onto the variant's TF API, or why none exists."""
+    if variant in IDIOMS:
+        return _idiom(spec, variant, shape)
     geom = resolve(spec, shape)
     rank = len(shape) - 2
     if spec.op == "lp_pool":

@@ -23,7 +23,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
-from . import ENV_SWITCHES, VARIANTS, Call, plan  # noqa: E402
+from .. import idioms  # noqa: E402
+from . import ENV_SWITCHES, GRAPHS, VARIANTS, Call, plan  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -37,6 +38,10 @@ def _pool_fn(call: Call):
     """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
     def tf_pad(pads):
         return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
+    if call.api in _IDIOMS:
+        reduce = tf.reduce_max if call.op in idioms.MAX_OPS else tf.reduce_mean
+        view = _IDIOMS[call.api]
+        return lambda x: (reduce(view(call, x), axis=call.axes, keepdims=call.api == "reduce"), None)
     if call.api == "argmax":
         # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
         # include_batch_in_index=False), so a case's indices do not depend on its place in the
@@ -49,6 +54,18 @@ def _pool_fn(call: Call):
                                      dilations=call.dilation), None)
     fn = getattr(tf.nn, f"{call.op}{call.rank}d")
     return lambda x: (fn(x, call.kernel, call.stride, tf_pad(call.padding)), None)
+
+
+def _patches(call: Call, x):
+    """Each window's taps on an axis of their own: extract_patches flattens a patch (rows,
+    columns, channels) into the last axis."""
+    patches = tf.image.extract_patches(x, [1, *call.kernel, 1], [1, *call.stride, 1], [1, *call.dilation, 1],
+                                       call.padding)
+    return tf.reshape(patches, call.shape)
+
+
+# What an idiom reduces: x itself (reduce), x cut into blocks (reshape), or its patches.
+_IDIOMS = {"reduce": lambda call, x: x, "reshape": lambda call, x: tf.reshape(x, call.shape), "patches": _patches}
 
 
 def _forward_backward(pool, x, g):
@@ -102,7 +119,7 @@ def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> b
     as InvalidArgumentError too), or compiled for the xla variant, whose bridge has refusals
     of its own."""
     pool = _pool_fn(call)
-    forward = tf.function(pool, jit_compile=True) if variant == "xla" else pool
+    forward = tf.function(pool, jit_compile=True) if GRAPHS.get(variant) else pool
     try:
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
             forward(tf.constant(np.zeros_like(np.transpose(x, to_last))))
@@ -161,7 +178,7 @@ class TensorFlowAdapter(ModeMethods):
                 result = mode(pool, *arrays)
                 self.compiles += 1   # Python side effect: once per completed trace, never per call
                 return result
-            self._traced[key] = tf.function(traced, jit_compile=variant == "xla")
+            self._traced[key] = tf.function(traced, jit_compile=GRAPHS[variant])
         return self._traced[key]
 
     def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
@@ -180,7 +197,7 @@ class TensorFlowAdapter(ModeMethods):
         try:
             with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
                 tensors = [tf.constant(np.transpose(a, to_last)) for a in (x, grad_output, *extra)]
-                if variant in ("function", "xla"):
+                if variant in GRAPHS:
                     fn = self._compiled(variant, call, x.dtype, x.shape, mode)
                 else:
                     fn = functools.partial(mode, _pool_fn(call))
