@@ -14,7 +14,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 
-from . import jax as jax_plan, tensorflow as tensorflow_plan, torch as torch_plan
+from . import jax as jax_plan, keras as keras_plan, tensorflow as tensorflow_plan, torch as torch_plan
 from .base import Target, Unsupported
 
 DEVICES = ("cpu", "gpu")
@@ -62,23 +62,24 @@ class Framework:
 
 
 def keras_on(backend: str) -> dict:
-    """The ``keras`` variant of a framework: Keras 3's pooling layers with the framework as
-    Keras's backend. Keras fixes its backend when it is imported (KERAS_BACKEND), so Keras on
-    each backend runs in a worker of its own."""
-    return {"keras": WorkerSpec(f"{backend}-keras", "poolgrad.adapters.keras.adapter", {"KERAS_BACKEND": backend}, "keras",
-                                "poolgrad.adapters.keras")}
+    """The Keras variants of a framework (``keras``, ``keras_global``, ...): Keras 3's pooling
+    layers with the framework as Keras's backend. Keras fixes its backend when it is imported
+    (KERAS_BACKEND), so Keras on each backend runs in a worker of its own."""
+    worker = WorkerSpec(f"{backend}-keras", "poolgrad.adapters.keras.adapter", {"KERAS_BACKEND": backend}, "keras",
+                        "poolgrad.adapters.keras")
+    return dict.fromkeys(keras_plan.VARIANTS, worker)
 
 
 # poolgrad's own frameworks, registered in pyproject.toml like any plugin's. A framework's home
 # is its package: ``adapters.<name>`` plans calls and lists variants, ``.adapter`` runs them.
-TORCH = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*torch_plan.VARIANTS, "keras"),
-                  {"return_indices": "plane"}, keras_on("torch"), "poolgrad.adapters.torch",
+TORCH = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*torch_plan.VARIANTS, *keras_plan.VARIANTS),
+                  {"return_indices": "plane", "max_dim": "plane"}, keras_on("torch"), "poolgrad.adapters.torch",
                   ad_modes=torch_plan.AD_MODES, costs=torch_plan.COSTS, env_switches=torch_plan.ENV_SWITCHES)
 TENSORFLOW = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
-                       (*tensorflow_plan.VARIANTS, "keras"), {"with_argmax": "image_channels_last"},
+                       (*tensorflow_plan.VARIANTS, *keras_plan.VARIANTS), {"with_argmax": "image_channels_last"},
                        keras_on("tensorflow"), "poolgrad.adapters.tensorflow", ad_modes=tensorflow_plan.AD_MODES,
                        costs=tensorflow_plan.COSTS, env_switches=tensorflow_plan.ENV_SWITCHES)
-JAX = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*jax_plan.VARIANTS, "keras"),
+JAX = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*jax_plan.VARIANTS, *keras_plan.VARIANTS),
                 workers=keras_on("jax"), planner="poolgrad.adapters.jax", ad_modes=jax_plan.AD_MODES,
                 costs=jax_plan.COSTS, env_switches=jax_plan.ENV_SWITCHES)
 

@@ -5,6 +5,12 @@ The ``keras`` variant of torch, tensorflow and jax: MaxPooling{1,2,3}D, AverageP
 and AdaptiveMaxPooling / AdaptiveAveragePooling{1,2,3}D, channels_last. A spec Keras has no
 argument for (ceil_mode, dilation, Lp, explicit padding that is neither "same" nor "valid",
 ...) is Unsupported with the reason.
+
+The global layers, for the adaptive ops with output size 1 in every spatial dim
+(poolgrad/adapters/idioms.py), as two more variants of each backend:
+  keras_global      GlobalMaxPooling{1,2,3}D / GlobalAveragePooling{1,2,3}D as users call them:
+                    channels_last, keepdims=False (the (N, C) output is viewed as (N, 1.., C))
+  keras_global_cf   the same layers with data_format="channels_first" and keepdims=True
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import dataclasses
 
 from poolgrad.reference.geometry import padding_name, resolve
 
+from .. import idioms
 from ..base import Unsupported
 
+VARIANTS = ("keras", "keras_global", "keras_global_cf")
+GLOBAL_NAMES = {"adaptive_max_pool": "GlobalMaxPooling", "adaptive_avg_pool": "GlobalAveragePooling"}
 LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
 
@@ -28,10 +37,23 @@ class Layer:
     strides: tuple | None
     padding: str | None            # "valid" | "same"
     output_size: tuple | None      # adaptive layers
+    data_format: str = "channels_last"
+    keepdims: bool | None = None   # global layers
+
+
+def _global(spec, variant: str, shape) -> Layer | Unsupported:
+    axes = idioms.global_axes(spec, shape)
+    if isinstance(axes, Unsupported):
+        return axes
+    channels_first = variant == "keras_global_cf"
+    return Layer(f"{GLOBAL_NAMES[spec.op]}{len(axes)}D", None, None, None, None,
+                 "channels_first" if channels_first else "channels_last", channels_first)
 
 
 def plan(spec, variant: str, shape) -> Layer | Unsupported:
-    """The Keras layer for a spec and input shape, or why none exists (``variant`` is "keras")."""
+    """The Keras layer for a spec and input shape, or why none exists."""
+    if variant != "keras":
+        return _global(spec, variant, shape)
     geom = resolve(spec, shape)
     name = f"{LAYER_NAMES.get(spec.op, '')}{len(shape) - 2}D"
     if spec.op not in LAYER_NAMES:

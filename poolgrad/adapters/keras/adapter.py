@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
-from . import Layer, plan
+from . import VARIANTS, Layer, plan
 
 _BACKEND_ADAPTERS = {"tensorflow": "poolgrad.adapters.tensorflow.adapter", "jax": "poolgrad.adapters.jax.adapter", "torch": "poolgrad.adapters.torch.adapter"}
 BACKEND = os.environ.get("KERAS_BACKEND")
@@ -42,6 +42,8 @@ _MODES = {"run": _backend._reverse, "jvp": _backend._jvp, "double_backward": _ba
 
 def _build(layer: Layer, dtype: str):
     cls = getattr(keras.layers, layer.name)
+    if layer.keepdims is not None:
+        return cls(data_format=layer.data_format, keepdims=layer.keepdims, dtype=dtype)
     if layer.output_size is not None:
         return cls(layer.output_size, data_format="channels_last", dtype=dtype)
     return cls(layer.pool_size, strides=layer.strides, padding=layer.padding, data_format="channels_last", dtype=dtype)
@@ -52,11 +54,25 @@ def _layer(layer: Layer, dtype: str):
     return _build(layer, dtype)
 
 
+def _pool(layer: Layer, dtype: str, out_shape: tuple):
+    """The layer's call; a global layer without keepdims returns (N, C), viewed as the pooled
+    shape ``out_shape`` (in the layer's data format) so its gradient has the case's layout."""
+    call = _layer(layer, dtype)
+    return (lambda t: keras.ops.reshape(call(t), out_shape)) if layer.keepdims is False else call
+
+
+def _layout(layer: Layer, rank: int) -> tuple[tuple, tuple]:
+    """The transpositions channels-first -> the layer's data format, and back."""
+    if layer.data_format == "channels_first":
+        return tuple(range(rank + 2)), tuple(range(rank + 2))
+    return (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
+
+
 def _refused(layer: Layer, x: np.ndarray) -> bool:
     """Whether Keras refused the layer's arguments for this input, as opposed to failing on a
     call it accepts: a new layer called on a symbolic keras.KerasTensor of the channels-last
     shape and dtype (Keras's own shape inference, no data, no kernel) raises too."""
-    shape = (x.shape[0], *x.shape[2:], x.shape[1])
+    shape = tuple(np.transpose(x, _layout(layer, x.ndim - 2)[0]).shape)
     try:
         _build(layer, x.dtype.name)(keras.KerasTensor(shape, dtype=x.dtype.name))
     except Exception:  # noqa: BLE001 - Keras refuses with ValueError, its backends with their own
@@ -91,7 +107,7 @@ class KerasAdapter(ModeMethods):
     gradient of the layer call's gradient) through the backend adapter's own mode functions."""
 
     framework = BACKEND
-    variants = ("keras",)
+    variants = VARIANTS
 
     def version(self) -> str:
         """The backend's version: a keras target is one of the backend framework's."""
@@ -104,22 +120,21 @@ class KerasAdapter(ModeMethods):
         return {**_backend.ADAPTER.environment(), "keras": keras.__version__, "keras_backend": keras.backend.backend()}
 
     def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
-        if variant != "keras":
-            raise ValueError(f"unknown keras variant {variant!r}; known: keras")
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown keras variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
             return Outcome(NO_DEVICE, message=f"no GPU visible to {BACKEND}")
         layer = plan(spec, variant, x.shape)
         if isinstance(layer, Unsupported):
             return Outcome(UNSUPPORTED, message=layer.reason)
-        rank = x.ndim - 2
-        to_last, to_first = (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
+        to_layer, to_first = _layout(layer, x.ndim - 2)
         info = {"device": device, "layer": layer.name, "keras": keras.__version__}
         try:
             # Keras places what it converts on its default device (torch: CUDA whenever a GPU is
             # visible), so a cpu target names its device to Keras too.
             with keras.device(f"{device}:0"):
-                arrays = _CALL(_MODES[method], _layer(layer, x.dtype.name), device,
-                               [np.ascontiguousarray(np.transpose(a, to_last)) for a in (x, grad_output, *extra)])
+                arrays = _CALL(_MODES[method], _pool(layer, x.dtype.name, np.transpose(grad_output, to_layer).shape),
+                               device, [np.ascontiguousarray(np.transpose(a, to_layer)) for a in (x, grad_output, *extra)])
         except Exception as e:  # whatever Keras or its backend raised is the result
             if _refused(layer, x):
                 return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
