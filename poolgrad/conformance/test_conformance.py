@@ -28,11 +28,14 @@ def test_double_backward(mode_case, mode_target, poolgrad, request):
 
 def _conclude(checks, target, request):
     """One conclusion for a case and its draws: it fails where any of them fails (each named,
-    then the command that reruns this test alone), and is skipped where all of them are."""
-    failed = [c for c in checks if c.outcome in ("fail", "behaviour_changed")]
+    then the command that reruns this test alone), and is skipped where all of them are. A
+    known behaviour fails too where its impact is --fail-on's or worse."""
+    fail_on = request.config.getoption("fail_on")
+    failed = [c for c in checks if c.fails(fail_on)]
     if failed:
         rerun = rerun_command(request.config, request.node.name, target)
-        pytest.fail("\n".join([*(f"{c.record['case_id']} on {target.id}: {c.message}" for c in failed),
+        pytest.fail("\n".join([*(f"{c.record['case_id']} on {target.id}: {c.message}"
+                                  + (f", which fails under --fail-on {fail_on}" if c.outcome == "expected" else "") for c in failed),
                                f"rerun: {rerun}"]), pytrace=False)
     if all(c.outcome == "skipped" for c in checks):
         pytest.skip(checks[0].message)

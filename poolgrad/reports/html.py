@@ -10,12 +10,15 @@ from pathlib import Path
 
 import jinja2
 
+from poolgrad.cases.findings import IMPACTS
+
 from . import model
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 _ENV.globals["max_drilldowns"] = model.MAX_DRILLDOWNS
+_ENV.globals["impacts"] = IMPACTS  # what each impact means, for a result's drill-down
 _ENV.filters["percent"] = lambda share: "n/a" if share is None else f"{100 * share:.1f}%"
 
 

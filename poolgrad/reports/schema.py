@@ -56,6 +56,8 @@ RESULT_FIELDS = {
     "valid_subgradient": (_BOOL, _NONE), "findings": (_LIST, _NONE), "contradicts": (_LIST, _NONE),
     # "expected": the one known-divergence entry of results written before the knowledge base
     "expected": (_DICT, _NONE), "outcome": _STR,
+    # the worst impact of the findings that explain it (cases.findings.IMPACTS; null: none stated)
+    "impact": (_STR, _NONE),
     **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
     "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE),
@@ -64,14 +66,16 @@ RESULT_FIELDS = {
     "as_expected": (_LIST, _NONE), **{f"{name}_changes": (_LIST, _NONE) for name in AGAINST_EXPECTED},
 }
 # Fields a writer may leave out; they read as null.
-OPTIONAL = frozenset({*ARRAY_FIELDS, "max_abs_error", "max_ulp_error", "differing_cells",
+OPTIONAL = frozenset({*ARRAY_FIELDS, "impact", "max_abs_error", "max_ulp_error", "differing_cells",
                       "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "call_properties", "duration_s",
                       "call_shape", "mode", "as_expected", *(f"{name}_changes" for name in AGAINST_EXPECTED),
                       # written once per case, in its case record (read back into each result)
                       "family", "op", "spec", "dtype", "shape", "run_id", *FROM_TARGET})
 # A finding's summary, written once per file before the first result it explains; results
 # name it by id.
-FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR}
+FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR, "impact": _STR}
+# Finding fields that results written before them lack.
+FINDING_OPTIONAL = frozenset({"impact"})
 # Result fields whose texts repeat: a writer writes each text once, as a ``text`` record, and
 # the result names its integer id.
 TEXT_FIELDS = ("message", "framework_message")
@@ -129,7 +133,7 @@ def validate(rec) -> dict:
                       frozenset(CASE_FIELDS + CASE_DEFAULTS))
         return rec
     if kind == "finding":
-        _check_fields(rec, FINDING_FIELDS, frozenset())
+        _check_fields(rec, FINDING_FIELDS, FINDING_OPTIONAL)
         return rec
     if kind == "unsupported":
         _check_fields(rec, UNSUPPORTED_FIELDS, frozenset({"framework_version"}))

@@ -11,7 +11,7 @@ import numpy as np
 from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
-from poolgrad.cases.findings import Judgement, Knowledge, Machine, policy_text
+from poolgrad.cases.findings import IMPACTS, Finding, Judgement, Knowledge, Machine, policy_text
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports.records import encode_array
 from poolgrad.verdicts import ad_modes
@@ -27,6 +27,27 @@ class Checked:
     message: str
     record: dict
     judgement: Judgement
+
+    def fails(self, fail_on: str | None = None) -> bool:
+        """Whether the test fails on this result: a divergence the findings do not explain, or
+        (``--fail-on IMPACT``) one they explain whose impact (worst_impact) is IMPACT or worse.
+        A finding that states no impact cannot be shown to be below the level: it fails."""
+        if self.outcome in ("fail", "behaviour_changed"):
+            return True
+        if fail_on is None or self.outcome != "expected":
+            return False
+        impact = worst_impact(self.judgement.explained_by)
+        return impact is None or _RANK[impact] >= _RANK[fail_on]
+
+
+_RANK = {name: i for i, name in enumerate(IMPACTS)}
+
+
+def worst_impact(findings: list[Finding]) -> str | None:
+    """The worst impact of ``findings`` (IMPACTS orders them), None where one states none."""
+    if not findings or any(not f.impact for f in findings):
+        return None
+    return max((f.impact for f in findings), key=_RANK.__getitem__)
 
 
 def op_name(case) -> str:
@@ -73,8 +94,9 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
                         math.prod(call), lambda: properties | others)
     observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
+    impact = worst_impact(j.explained_by)
     if j.outcome == "expected":
-        message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed})"
+        message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed}); impact {impact or 'not stated'}"
     elif j.outcome == "behaviour_changed":
         message = f"behaviour changed: the findings in scope claim {j.claim}; observed {observed}: {v.message}"
     elif j.outcome == "skipped":  # the framework's whole message is the record's framework_message
@@ -85,7 +107,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
         message = f"{observed}: {v.message}"
     # The reference's results are the case's, whatever the target did (written once per case).
     v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
-    record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties))
+    record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties), impact)
     if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
         record["mode"] = mode
         record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
@@ -200,7 +222,7 @@ def _case_fields(case) -> dict:
             "expected_grad_input": _case_array(ref.expected_grad_input)}
 
 
-def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties) -> dict:
+def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties, impact) -> dict:
     # The verdict's fields a record takes (its expected arrays are the case's, encoded once).
     vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
                                                   "max_ulp_error", "differing_cells")}
@@ -216,7 +238,9 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         "policy": vd.get("policy"),
         "forward_policy": vd.get("forward_policy"),
         "valid_subgradient": vd.get("valid_subgradient"),
-        "findings": [f.summary() for f in j.explained_by],
+        # Each finding's impact travels with its summary (the results' finding record).
+        "findings": [{**f.summary(), "impact": f.impact} if f.impact else f.summary() for f in j.explained_by],
+        "impact": impact,
         "contradicts": [f.id for f in j.contradicted],
         "outcome": j.outcome,
         "forward": _arr(outcome.forward, v.expected_forward),

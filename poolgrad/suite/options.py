@@ -11,6 +11,7 @@ import pytest
 
 from poolgrad.adapters import registry, user_adapter
 from poolgrad.adapters.base import Target
+from poolgrad.cases.findings import IMPACTS
 
 
 def add_options(parser) -> None:
@@ -27,6 +28,9 @@ def add_options(parser) -> None:
     g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
     g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
     g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")
+    g.addoption("--fail-on", default=None, choices=tuple(IMPACTS), metavar="IMPACT",
+                help="also fail results that findings explain where their impact is IMPACT or worse, from harmless "
+                     f"to worst: {', '.join(IMPACTS)} (default: a known behaviour passes as expected)")
     g.addoption("--repeat", type=int, default=1, metavar="N", help="run every case N times; bitwise differences give 'nondeterministic'")
     g.addoption("--fuzz", type=int, default=0, metavar="N", help="add N hypothesis-generated cases per target; a divergence is shrunk and written as a case file")
     g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
@@ -115,6 +119,8 @@ def rerun_command(config, test_name: str, target: Target) -> str:
         args += ["--findings", os.path.abspath(path)]
     if config.getoption("ad_modes") != "default":
         args += ["--ad-modes", config.getoption("ad_modes")]
+    if config.getoption("fail_on"):
+        args += ["--fail-on", config.getoption("fail_on")]
     return shlex.join(args)
 
 
