@@ -131,19 +131,15 @@ class Report:
     diff: Diff | None
     filters: dict
     total: int
-    semantics: dict
+    semantics: list[dict]   # the semantics pages: id, title, html
     modes: list[str]   # the derivatives the results checked: ["backward"] unless AD modes ran
 
 
-def semantics() -> dict:
-    """The knowledge base's semantics table (poolgrad/cases/semantics.py), for the report."""
+def semantics() -> list[dict]:
+    """The semantics pages (poolgrad/cases/semantics.py: the overview by kind of case and one page
+    per framework), as HTML fragments for the report."""
     from poolgrad.cases import findings, semantics as sem
-    knowledge = findings.load()
-    return {"columns": [f"{fw} {v}" for fw, v in sem.columns()],
-            "rows": [(title, [[(n, sem.cell(knowledge[n - 1])) for n in numbers] for numbers in cells])
-                     for title, cells in sem.table(knowledge)],
-            "findings": [{"n": n, "f": f, "scope": sem.scope_text(f), "releases": sem.releases(knowledge, f)}
-                         for n, f in enumerate(knowledge, 1)]}
+    return sem.html_pages(findings.load())
 
 
 def build(source, baseline=None, *, details: bool = True) -> Report:

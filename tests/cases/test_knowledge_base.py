@@ -1,6 +1,7 @@
 """The knowledge base as data: every finding is written knowledge (no generated text, no machine
-paths, a link or "no upstream report"), its scope names real targets and properties, the
-semantics table is generated from it, and version ranges come from the measured history."""
+paths, a link or "no upstream report"), its scope names real targets and properties, and
+version ranges come from the measured history. The pages generated from it:
+tests/cases/test_semantics_pages.py."""
 
 import json
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from poolgrad.adapters.registry import FRAMEWORKS
-from poolgrad.cases import findings, semantics
+from poolgrad.cases import findings
 from poolgrad.cases.history import version_range
 
 ROOT = Path(__file__).parents[2]
@@ -37,11 +38,6 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # rule; CPU entries whose behaviour the GPU shares were widened to both devices, not copied
     assert 25 <= len(KB) <= 93
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
-
-
-def test_the_committed_semantics_table_is_generated_from_the_knowledge_base():
-    committed = (ROOT / "docs" / "SEMANTICS.md").read_text()
-    assert committed == semantics.markdown(KB), "run: python -m poolgrad.cases.semantics -o docs/SEMANTICS.md"
 
 
 def _history(per_release):

@@ -67,3 +67,14 @@ def test_report_in_a_browser(page, tmp_path):
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
     assert not problems, problems
+
+
+def test_report_with_its_semantics_pages_fits_1280_px(page, tmp_path):
+    out = tmp_path / "report.html"
+    html.write_html(run_records(), out)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(out.as_uri() + "#torch-max-last-nan-wins")
+    # A link to a finding opens the semantics page that holds it.
+    assert page.evaluate("document.getElementById('torch-max-last-nan-wins').closest('details').open")
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280

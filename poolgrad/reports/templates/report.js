@@ -36,5 +36,13 @@
       if (navigator.clipboard) { navigator.clipboard.writeText(pre.textContent).catch(function () {}); }
     });
   });
+  // A link into a closed semantics page opens it, so the finding's anchor can be shown.
+  function reveal() {
+    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    for (var el = target; el; el = el.parentElement) { if (el.tagName === 'DETAILS') { el.open = true; } }
+    if (target) { target.scrollIntoView(); }
+  }
+  window.addEventListener('hashchange', reveal);
+  reveal();
   apply();
 })();
