@@ -192,8 +192,11 @@ class Finding:
         return self.verdict
 
     def summary(self) -> dict:
-        """What a results record carries of the finding that explained it."""
-        return {"id": self.id, "title": self.title, "link": self.link}
+        """What a results record carries of the finding that explained it: ``link`` (its first
+        report, or "no upstream report") and, where it has any, its typed upstream references
+        (their empty fields left out)."""
+        refs = [{k: v for k, v in dataclasses.asdict(r).items() if v} for r in self.upstream]
+        return {"id": self.id, "title": self.title, "link": self.link, **({"upstream": refs} if refs else {})}
 
 
 def policy_text(p: dict) -> str:

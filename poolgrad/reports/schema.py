@@ -73,9 +73,10 @@ OPTIONAL = frozenset({*ARRAY_FIELDS, "impact", "max_abs_error", "max_ulp_error",
                       "family", "op", "spec", "dtype", "shape", "run_id", *FROM_TARGET})
 # A finding's summary, written once per file before the first result it explains; results
 # name it by id.
-FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR, "impact": _STR}
+FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR, "impact": _STR,
+                  "upstream": _LIST}  # typed references: {type, url, title, state, note}
 # Finding fields that results written before them lack.
-FINDING_OPTIONAL = frozenset({"impact"})
+FINDING_OPTIONAL = frozenset({"impact", "upstream"})
 # Result fields whose texts repeat: a writer writes each text once, as a ``text`` record, and
 # the result names its integer id.
 TEXT_FIELDS = ("message", "framework_message")
