@@ -25,8 +25,10 @@ def test_fuzz(fuzz_target, poolgrad, request):
     def one(drawn):
         spec_dict, values = drawn
         spec = PoolSpec.from_dict(spec_dict)
-        # The id names the content: verdicts cache a case's reference results by id.
-        digest = zlib.crc32(json.dumps(spec_dict, sort_keys=True).encode() + values.tobytes())
+        # The id names the content (spec, shape and values), so a failure's file says which
+        # example it holds.
+        digest = zlib.crc32(json.dumps(spec_dict, sort_keys=True).encode() + repr(values.shape).encode()
+                            + values.tobytes())
         case = make_case(f"fuzz-{spec.op}{spec.rank}d-{spec.dtype}-{digest:08x}", "fuzz", spec, values)
         outcomes = poolgrad.runner.pool.run_group(fuzz_target, spec, [case.input], [case.grad_output],
                                                   config.getoption("case_timeout"))

@@ -8,12 +8,12 @@
 """
 
 from .ad_modes import double_backward, jvp
-from .api import backward, forward
+from .api import backward, error_scale, forward
 from .dtypes import DTYPES
 from .errors import SpecError
 from .geometry import Geometry, output_shape, resolve
 from .policies import CANONICAL, NANS, TIES
 from .spec import OPS, PoolSpec
 
-__all__ = ["PoolSpec", "SpecError", "forward", "backward", "jvp", "double_backward", "resolve", "output_shape", "Geometry",
+__all__ = ["PoolSpec", "SpecError", "forward", "backward", "error_scale", "jvp", "double_backward", "resolve", "output_shape", "Geometry",
            "OPS", "TIES", "NANS", "CANONICAL", "DTYPES"]

@@ -71,3 +71,18 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     else:
         grad_p = lp_pool.backward(spec, plan, xw, g, acc)
     return round_to(plan.unpad(grad_p), x.dtype)
+
+
+def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray, np.ndarray]:
+    """avg/lp: per forward output and per gradient element, the size (float64) that the
+    error of a computation as accurate as x's dtype allows is eps times a small multiple of:
+    first-order error propagation through the op's formula (the terms summed; for lp the
+    conditioning of its cancelling power sum). SPEC.md, "Tolerances"."""
+    if spec.is_max:
+        raise SpecError("op", f"{spec.op} is a selection: its results are compared bit for bit, not within a scale")
+    plan, xw = _prepare(spec, x)
+    g = round_to(np.asarray(grad_output).astype(np.float64), x.dtype).astype(np.float64)
+    op = avg_pool if spec.op.endswith("avg_pool") else lp_pool
+    with np.errstate(all="ignore"):
+        fwd, grad_p = op.error_scale(spec, plan, xw, g)
+    return fwd, plan.unpad(grad_p)

@@ -48,3 +48,10 @@ def forward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, acc=F64) -> np.ndarra
 def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, acc=F64) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return spread(plan, xw.shape, g / divisor(spec, plan), acc=acc)
+
+
+def error_scale(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First-order error propagation (lp_pool.error_scale): a window sum, and the gradient's
+    sum of shares, is as accurate as the sizes of its terms allow, so each output's error
+    scales with the op applied to |x| and each gradient element's with the backward of |g|."""
+    return forward(spec, plan, np.abs(xw)), spread(plan, xw.shape, np.abs(g) / divisor(spec, plan))

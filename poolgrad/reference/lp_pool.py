@@ -34,3 +34,23 @@ def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, acc=F
         z = _scaled_sum(spec, plan, xw, acc)
         per_window = g * np.where(z != 0, z ** (1.0 / p - 1.0), 0.0) * _scale(plan)
         return spread(plan, xw.shape, per_window, lambda v: v ** (p - 1.0), xw, acc)
+
+
+def error_scale(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First-order error propagation through the formula: how far, in units of the dtype's
+    eps, a computation as accurate as the dtype allows may put each output and gradient
+    element. The power sum z = sum x**p cancels where x**p has both signs; its rounding error
+    is of the size of Z = sum |x|**p, so its relative error is kappa = Z / |z| times eps. The
+    root passes kappa / p of it to y = z ** (1/p); the backward's z ** (1/p - 1) passes
+    |1/p - 1| * kappa to every window's share, and every share and sum adds a few eps of the
+    terms' size. Where z is 0 (and Z is not) kappa is infinite: no dtype fixes its sign."""
+    p = spec.norm_type
+    with np.errstate(all="ignore"):
+        z = _scaled_sum(spec, plan, xw)
+        big_z = _scaled_sum(spec, plan, np.abs(xw))
+        kappa = np.where(big_z == 0, 0.0, big_z / np.abs(z))
+        y = np.abs(z) ** (1.0 / p)
+        forward_scale = y * (1.0 + kappa / p) + np.where(np.isinf(kappa), np.inf, 0.0)
+        share = np.abs(g) * np.where(z != 0, np.abs(z) ** (1.0 / p - 1.0), 0.0) * _scale(plan)
+        share = np.where(np.isinf(kappa) & (g != 0), np.inf, share * (1.0 + abs(1.0 / p - 1.0) * kappa + p))
+        return forward_scale, spread(plan, xw.shape, share, lambda v: np.abs(v) ** (p - 1.0), xw)

@@ -19,6 +19,7 @@ where a call held ten cases of each family, and an evaluation costs per row at t
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 
 import numpy as np
@@ -87,8 +88,7 @@ class Stack:
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         if self._magnitude is None:
-            ax, ag = np.abs(self.x), np.abs(np.asarray(self.grad_output))
-            self._magnitude = (reference.forward(self.spec, ax), reference.backward(self.spec, ax, ag))
+            self._magnitude = reference.error_scale(self.spec, self.x, self.grad_output)
         return self._magnitude
 
 
@@ -131,21 +131,24 @@ class Case:
         return self._derived[key]
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
-        """Forward and gradient of |x| and |grad_output|: the size of the terms each output
-        sums, so a tolerance is not fooled by cancellation."""
+        """avg/lp: the size each forward output's and gradient element's error may have in a
+        computation as accurate as the dtype allows (reference.error_scale: the terms summed,
+        and lp's conditioning), so a tolerance is fooled neither by cancellation inside a
+        window nor by a formula that amplifies it."""
         forward, gradient = self._stack.magnitude()
         return forward[self._rows], gradient[self._rows]
 
 
 def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
-    """The cached Case for these inputs. Without ``key`` the objects' identities are the key
-    (and the cache holds them, so an id cannot be reused while its entry lives). ``call``:
-    (spec, x, grad_output, key, kin) of every case of its framework call, this one included;
-    those not cached yet are stacked with it. ``kin``: the case's kin (the module docstring;
-    a value family), None where unknown."""
-    k = key if key is not None else (id(spec), id(x), id(grad_output))
+    """The cached Case for these inputs. ``key`` names the case (a case id); without one its
+    content is the key. A cached case is returned only for the same spec and arrays: a name
+    that comes back with other content (a fuzzer's, a user's) gets a Case of its own.
+    ``call``: (spec, x, grad_output, key, kin) of every case of its framework call, this one
+    included; those not cached yet are stacked with it. ``kin``: the case's kin (the module
+    docstring; a value family), None where unknown."""
+    k = key if key is not None else _content_key(spec, x, grad_output)
     case = _cases.get(k)
-    if case is not None and (key is not None or (case.spec is spec and case.x is x and case.grad_output is grad_output)):
+    if case is not None and _same_inputs(case, spec, x, grad_output):
         _stacks.move_to_end(id(case._stack))
         return case
     # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
@@ -157,6 +160,24 @@ def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
             members.append(m)
             size += n
     return _cache(members)[k]
+
+
+def _content_key(spec, x, grad_output) -> tuple:
+    g = np.asarray(grad_output)
+    digest = hashlib.blake2b(digest_size=16)
+    for a in (x, g):
+        digest.update(f"{a.dtype.str}{a.shape}".encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    return spec, digest.hexdigest()
+
+
+def _same_inputs(case: Case, spec, x, grad_output) -> bool:
+    """The same spec and the same arrays, bit for bit (a NaN's payload included)."""
+    def same(a, b):
+        b = np.asarray(b)
+        return a is b or (a.dtype == b.dtype and a.shape == b.shape
+                          and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
+    return case.spec == spec and same(case.x, x) and same(case.grad_output, grad_output)
 
 
 def _layout(x, g) -> tuple:

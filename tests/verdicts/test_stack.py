@@ -32,7 +32,8 @@ def test_a_stacked_case_is_its_own_case(members):
         alone = verdict_case.Case(m.spec, m.input, m.grad_output)
         assert identical(stacked.expected_forward, alone.expected_forward)
         assert identical(stacked.expected_grad_input, alone.expected_grad_input)
-        assert all(identical(a, b) for a, b in zip(stacked.magnitude(), alone.magnitude()))
+        if not m.spec.is_max:  # a selection has no error scale: compared bit for bit
+            assert all(identical(a, b) for a, b in zip(stacked.magnitude(), alone.magnitude()))
         assert stacked.candidates() == alone.candidates()
         for policy in alone.candidates()[:12] + alone.candidates()[-4:]:
             got, want = stacked.result(policy), alone.result(policy)
