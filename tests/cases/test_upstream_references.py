@@ -4,13 +4,16 @@ why it bears; `upstream = []` says no report exists. The loader refuses a malfor
 naming the finding and the field, and the knowledge base keeps the corrections of the audit."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from poolgrad.cases import findings
 from poolgrad.cases.findings import FindingsError, _finding
 
-KB = findings.load()
+# poolgrad's own knowledge (a plugin's findings file keeps its own references)
+OWN_FILES = [p for p in findings.framework_files() if p.is_relative_to(Path(findings.__file__).parents[1])]
+KB = [f for p in OWN_FILES for f in findings.load(p, history=None)]
 BY_ID = {f.id: f for f in KB}
 RAW = {"id": "x", "title": "t", "framework": "torch", "behaviour": "what it does", "source": "kernel.cc: f",
        "policy": {"tie": "last"}}
@@ -55,7 +58,7 @@ def test_every_reference_points_at_what_its_type_says(finding):
 
 
 def test_the_knowledge_files_carry_no_untyped_link():
-    for path in findings.framework_files():
+    for path in OWN_FILES:
         text = path.read_text()
         assert not re.search(r"^link\s*=", text, re.M) and "no upstream report" not in text, path
 
