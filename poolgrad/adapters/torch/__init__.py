@@ -39,7 +39,7 @@ VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "am
 GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
-AD_MODES = {"jvp": ("eager", "compile"), "double_backward": ("eager",)}
+AD_MODES = {"jvp": ("eager", "compile", "amax", "max_dim"), "double_backward": ("eager", "amax", "max_dim")}
 COSTS = {"compile": 2.3, "keras": 0.05}   # inductor: two C++ kernels (forward, backward) per group
 ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE")
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
