@@ -17,7 +17,7 @@ from .schema import MODES, NOT_RUN, VERDICTS, case_label, is_divergence, mode_of
 # Worst first: a cell takes the colour of its worst verdict.
 SEVERITY = ("crash", "wrong", "inconsistent", "inconsistent_indices", "inconsistent_modes", "nondeterministic", "error",
             "timeout", "policy",
-            "unsupported", "no_device", "not_installed", "conforms")
+            "reordered", "unsupported", "no_device", "not_installed", "conforms")
 OUTCOME_ORDER = ("behaviour_changed", "fail", "expected", "pass", "skipped")
 # Drill-downs carry arrays and a script; past this many, divergences are listed without them.
 MAX_DRILLDOWNS = 500
@@ -50,7 +50,7 @@ def _cells(results, rows, columns):
             c = counts.get((row, col), Counter())
             ordered = [(v, c[v]) for v in SEVERITY if c[v]]
             cells.append({"col": col, "counts": ordered, "worst": ordered[0][0] if ordered else "none",
-                          "divergent": sum(n for v, n in ordered if v not in ("conforms", *NOT_RUN))})
+                          "divergent": sum(n for v, n in ordered if v not in ("conforms", "reordered", *NOT_RUN))})
         matrix.append({"op": row[0], "family": row[1], "mode": MODES[row[2]], "cells": cells})
     return matrix
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 SCHEMA = "poolgrad-results/1"
 
-VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
+VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")
 # Verdicts of a result that ran: the framework's arrays are its behaviour.
-RAN = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "nondeterministic")
+RAN = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "nondeterministic")
 # Verdicts that are not a divergence: the target agrees with the spec or did not run the case.
-NOT_DIVERGENT = frozenset({"conforms", "unsupported", "not_installed", "no_device"})
+NOT_DIVERGENT = frozenset({"conforms", "reordered", "unsupported", "not_installed", "no_device"})
 # Verdicts that say nothing about a target's behaviour (it did not run the case).
 NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
 OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")

@@ -16,6 +16,7 @@ from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports.records import encode_array
 from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.case import case_for
+from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
 from poolgrad.verdicts.compare import identical
 from poolgrad.verdicts.verdict import json_value
@@ -127,8 +128,10 @@ def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) 
     if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
         return (identical(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), ad_modes.derivative(mode, first))
                 and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+    # A claim's routing holds whatever order the sums took, unless it claims the order
+    # (accumulate): then bit for bit (verdicts/sums.py).
     return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
-            and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+            and routes_as(ref, verdicts.Policy(**gradient), first.grad_input))
 
 
 def case_properties(case) -> frozenset[str]:

@@ -25,16 +25,17 @@ def explain(case: Case, forward, grad_input, matches=None) -> Explanation:
     """Search the candidates simplest first (a deterministic order that depends on the case
     alone); the first policy matching both wins, else the simplest match of each half (each
     may be None). Where several policies coincide on a case, this order is the canonical
-    choice among them. ``matches(side, observed, policy_result)`` (side 0 forward, 1
-    gradient) decides a match: bit for bit by default, a tolerance for arithmetic ops."""
+    choice among them. ``matches(side, observed, policy_result, policy)`` (side 0 forward, 1
+    gradient) decides a match: bit for bit by default; a tolerance for arithmetic ops, the
+    routing with sums in any order for max-type gradients (classify)."""
     if matches is None:  # bit for bit, each observed array prepared once for every candidate
         same = (identical_to(forward), identical_to(grad_input))
-        matches = lambda side, _observed, want: same[side](want)  # noqa: E731
+        matches = lambda side, _observed, want, _policy: same[side](want)  # noqa: E731
     fwd = bwd = None
     for policy in case.candidates():
         r = case.result(policy)
-        f_ok = matches(0, forward, r.forward)
-        b_ok = matches(1, grad_input, r.grad_input)
+        f_ok = matches(0, forward, r.forward, policy)
+        b_ok = matches(1, grad_input, r.grad_input, policy)
         if f_ok and b_ok:
             return Explanation(policy, policy, True)
         fwd = fwd or (policy if f_ok else None)

@@ -7,7 +7,7 @@ import numpy as np
 
 from poolgrad.json_values import float_to_json
 
-VERDICTS = ("conforms", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
+VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")
 
 

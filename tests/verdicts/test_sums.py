@@ -1,0 +1,87 @@
+"""Max-type gradients are judged by routing, then by summation (SPEC.md, "Sums of routed
+gradients"): a realistic upstream gradient routed as the spec and summed in another order passes
+as ``reordered``; a contribution dropped or misplaced still fails; a policy's routing with sums
+in another order is that policy. The framework here is this file's own loop, in NumPy."""
+
+import numpy as np
+import pytest
+
+from poolgrad import reference
+from poolgrad.adapters.base import OK, Outcome
+from poolgrad.reference import PoolSpec
+from poolgrad.verdicts import Policy, classify
+from poolgrad.verdicts.case import Case
+from poolgrad.verdicts.sums import routes_as
+
+SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "dtype": "float32"})
+
+
+def _case(seed=3):
+    """Post-ReLU input (zero plateaus: ties) and a random-normal upstream gradient."""
+    rng = np.random.default_rng(seed)
+    x = np.maximum(rng.standard_normal((2, 3, 9, 9)), 0).astype(np.float32)
+    g = rng.standard_normal(reference.output_shape(SPEC, x.shape)).astype(np.float32)
+    return x, g
+
+
+def _loop(x, g, last=False, drop=None, seed=0):
+    """Each window's gradient to its first (or last) maximum, row-major; the contributions
+    reaching an element added in float32 in a random order. ``drop``: a window whose
+    contribution is lost."""
+    rng = np.random.default_rng(seed)
+    n, c, h, w = x.shape
+    oh, ow = g.shape[2:]
+    parts: dict = {}
+    for b in range(n):
+        for ch in range(c):
+            for i in range(oh):
+                for j in range(ow):
+                    best, at = -np.inf, None
+                    for di in range(3):
+                        for dj in range(3):
+                            r, q = 2 * i - 1 + di, 2 * j - 1 + dj
+                            if 0 <= r < h and 0 <= q < w and (x[b, ch, r, q] > best or (last and x[b, ch, r, q] == best)):
+                                best, at = x[b, ch, r, q], (b, ch, r, q)
+                    if (b, ch, i, j) != drop:
+                        parts.setdefault(at, []).append(g[b, ch, i, j])
+    grad = np.zeros_like(x)
+    for at, terms in parts.items():
+        total = np.float32(0)
+        for t in rng.permutation(np.array(terms, dtype=np.float32)):
+            total = np.float32(total + t)
+        grad[at] = total
+    return reference.forward(SPEC, x), grad
+
+
+def test_the_spec_routing_summed_in_another_order_is_reordered():
+    x, g = _case()
+    fwd, grad = _loop(x, g)
+    assert not np.array_equal(grad, reference.backward(SPEC, x, g))  # the order shows
+    v = classify(SPEC, x, g, Outcome(OK, fwd, grad))
+    assert v.verdict == "reordered", v.message
+    assert v.policy == {"tie": "first", "nan": "propagate", "accumulate": "any"}
+
+
+def test_tie_last_summed_in_another_order_is_that_policy():
+    x, g = _case()
+    fwd, grad = _loop(x, g, last=True)
+    v = classify(SPEC, x, g, Outcome(OK, fwd, grad))
+    assert v.verdict == "policy" and v.policy["tie"] == "last" and v.policy["accumulate"] == "any", v.message
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_lost_contribution_is_wrong_whatever_the_order(seed):
+    x, g = _case()
+    # an element that receives contributions from several windows: drop one of them
+    fwd, grad = _loop(x, g, drop=(0, 1, 2, 2), seed=seed)
+    v = classify(SPEC, x, g, Outcome(OK, fwd, grad))
+    assert v.verdict == "wrong", v.message
+
+
+def test_a_claimed_order_is_matched_bit_for_bit():
+    x, g = _case()
+    _, grad = _loop(x, g)
+    case = Case(SPEC, x, g)
+    assert routes_as(case, Policy(), grad)
+    assert not routes_as(case, Policy(accumulate="dtype"), grad)
+    assert routes_as(case, Policy(accumulate="dtype"), case.result(Policy(accumulate="dtype")).grad_input)
