@@ -210,7 +210,8 @@ def case_to_dict(case: Case) -> dict:
     return entry
 
 
-def write_case_file(cases, path) -> None:
+def write_case_file(cases, path, description: str | None = None) -> None:
     """Write ``cases`` so that :func:`load_case_file` gives them back bit for bit."""
     lines = ",\n".join(json.dumps(case_to_dict(c)) for c in cases)
-    Path(path).write_text(f'{{"format": "{FORMAT}", "cases": [\n{lines}\n]}}\n', encoding="utf-8")
+    about = "" if description is None else f'\n "description": {json.dumps(description)},'
+    Path(path).write_text(f'{{"format": "{FORMAT}",{about} "cases": [\n{lines}\n]}}\n', encoding="utf-8")
