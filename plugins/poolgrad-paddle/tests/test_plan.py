@@ -1,0 +1,82 @@
+"""The paddle planner and registration: pure, no paddle imported (poolgrad's collection runs them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import poolgrad_paddle
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import Unsupported
+from poolgrad.reference import PoolSpec
+
+plan = poolgrad_paddle.plan
+
+
+def spec(**kw):
+    return PoolSpec.from_dict(kw)
+
+
+def test_importing_the_planner_and_its_record_imports_no_paddle():
+    code = ("import sys, poolgrad_paddle; poolgrad_paddle.FRAMEWORK; "
+            "from poolgrad.adapters import registry; registry.get('paddle'); "
+            "assert 'paddle' not in sys.modules, 'paddle imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_entry_point_registers_the_record_with_what_the_suite_schedules_by():
+    fw = registry.get("paddle")
+    assert fw is poolgrad_paddle.FRAMEWORK
+    assert fw.variants == poolgrad_paddle.VARIANTS and fw.planner == "poolgrad_paddle"
+    assert fw.index_layouts == {"return_mask": "plane"}
+    assert set(fw.costs) <= set(fw.variants)
+    assert all(set(v) <= set(fw.variants) for v in fw.ad_modes.values())
+    assert registry.installed_version("paddle") is not None
+
+
+def test_count_include_pad_is_paddles_exclusive_inverted():
+    kw = plan(spec(op="avg_pool2d", kernel_size=3, stride=2, padding=1, count_include_pad=False), "eager", (1, 1, 7, 7))
+    assert kw == {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": False, "exclusive": True}
+
+
+def test_padding_forms():
+    shape = (1, 1, 6, 6)
+    symmetric = plan(spec(op="max_pool2d", kernel_size=3, padding=[1, 0]), "eager", shape)
+    assert symmetric["padding"] == (1, 0)
+    pairs = plan(spec(op="max_pool2d", kernel_size=3, padding=[[0, 1], [2, 1]]), "eager", shape)
+    assert pairs["padding"] == (0, 1, 2, 1)  # paddle's flat [before, after] per dim
+    assert plan(spec(op="max_pool2d", kernel_size=2, padding="SAME"), "eager", shape)["padding"] == "SAME"
+    one_d = plan(spec(op="avg_pool1d", kernel_size=3, padding=1), "eager", (1, 1, 6))
+    assert one_d["kernel_size"] == 3 and one_d["stride"] == 3 and one_d["padding"] == 1
+
+
+def test_variants_add_their_arguments():
+    s = spec(op="max_pool3d", kernel_size=2)
+    assert plan(s, "channels_last", (1, 2, 4, 4, 4))["data_format"] == "NDHWC"
+    assert plan(s, "return_mask", (1, 2, 4, 4, 4))["return_mask"] is True
+    assert plan(spec(op="adaptive_max_pool1d", output_size=3), "return_mask", (1, 1, 7)) == {"output_size": 3, "return_mask": True}
+    assert plan(spec(op="lp_pool1d", kernel_size=2, norm_type=2), "channels_last", (1, 1, 6))["data_format"] == "NLC"
+
+
+@pytest.mark.parametrize("s, variant, shape, reason", [
+    ({"op": "max_pool2d", "kernel_size": 2, "dilation": 2}, "eager", (1, 1, 6, 6), "no dilation"),
+    ({"op": "lp_pool3d", "kernel_size": 2, "norm_type": 2}, "eager", (1, 1, 4, 4, 4), "no lp_pool3d"),
+    ({"op": "avg_pool1d", "kernel_size": 2, "divisor_override": 3}, "eager", (1, 1, 6), "avg_pool1d has none"),
+    ({"op": "max_pool1d", "kernel_size": 2}, "channels_last", (1, 1, 6), "no data_format"),
+    ({"op": "adaptive_max_pool2d", "output_size": 2}, "channels_last", (1, 1, 6, 6), "no data_format"),
+    ({"op": "avg_pool2d", "kernel_size": 2}, "return_mask", (1, 1, 6, 6), "returns no mask"),
+    ({"op": "max_pool2d", "kernel_size": 3, "padding": [[0, 1], [0, 1]]}, "return_mask", (1, 1, 6, 6), "symmetric pad"),
+    ({"op": "fractional_max_pool1d", "regions": [[[0, 2], [2, 4]]]}, "eager", (1, 1, 4), "random_u"),
+])
+def test_what_paddle_has_no_argument_for_is_unsupported_with_the_reason(s, variant, shape, reason):
+    got = plan(spec(**s), variant, shape)
+    assert isinstance(got, Unsupported) and reason in got.reason
+
+
+def test_return_mask_passes_same_as_the_user_writes_it():
+    # SAME resolves to pads (0, 1) here; the user's call says "SAME", and paddle decides.
+    kw = plan(spec(op="max_pool1d", kernel_size=2, stride=1, padding="SAME"), "return_mask", (1, 1, 5))
+    assert kw["padding"] == "SAME"
