@@ -1,36 +1,47 @@
 """Copy-paste reproducer scripts: one standalone Python file per result record.
 
-The script rebuilds the case's input and upstream gradient from the record, makes the call the
-suite made: the one its framework's planner (``adapters.registry.plan``) gives for the record's
-target at the record's ``call_shape`` when it has one (the batched call the suite made: kernels
-can depend on its size), and prints dL/dx (L = sum(pool(x) * grad_output)), or for an AD mode's
-record the mode's derivative along the case's direction (verdicts.ad_modes.direction), in
-channels-first layout as one JSON nested list, with the record's encoding ("nan", "inf",
-"-inf", "-0.0"). It imports only NumPy and the framework: the planned arguments and the
-geometry (resolved here, with the reference) are written into the script as literals.
+The script rebuilds the case's input and upstream gradient from the record (compactly: a short
+list, the routing probe by its formula, else the values' compressed bytes), computes what the
+spec expects with plain NumPy (``templates/reproducer_spec.py.j2``: the window of every output
+position, resolved here by the reference's geometry, and the spec's rule over it), makes the call
+the suite made: the one its framework's planner (``adapters.registry.plan``) gives for the
+record's target at the record's ``call_shape`` when it has one (the batched call the suite made:
+kernels can depend on its size), and prints the spec's result beside the framework's (the
+forward and dL/dx for L = sum(pool(x) * grad_output), or for an AD mode's record the mode's
+derivative along the case's direction, verdicts.ad_modes.direction), in channels-first layout
+as JSON lists with the record's encoding ("nan", "inf", "-inf", "-0.0"), then the cells that
+differ. It exits 1 while they differ and 0 once the framework gives the spec's result. It
+imports only NumPy and the framework (and the standard library).
 
 Each framework's template lives beside its planner, ``<planner package>/reproducer.py.j2``,
-and extends ``templates/reproducer_base.py.j2`` (the record's arrays, the batched call, the
-printing). A variant that another planner runs (keras) gets that planner's template, which may
-extend its framework's own: it is rendered with ``backend_template`` naming that one.
+and extends ``templates/reproducer_base.py.j2`` (the record's arrays, the spec's result, the
+batched call, the comparison). A variant that another planner runs (keras) gets that planner's
+template, which may extend its framework's own: it is rendered with ``backend_template`` naming
+that one. ``python -m poolgrad.upstream`` renders the same scripts for a finding's example.
 
 Templates render every ``{{ }}`` through ``repr``, so values from results become Python
-literals and can never become code; the one exception is an identifier checked by ``ident``.
+literals and can never become code; the exceptions are an identifier checked by ``ident`` and
+the array expressions built here from numbers alone (:func:`array_code`).
 """
 
 from __future__ import annotations
 
+import base64
 import importlib
 import importlib.resources
+import json
 import re
+import zlib
 from pathlib import Path
 
 import jinja2
+import ml_dtypes
+import numpy as np
 
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target, Unsupported
 from poolgrad.reference import PoolSpec, resolve
-from poolgrad.verdicts import ad_modes
+from poolgrad.verdicts import ad_modes, tolerances
 
 from .arrays import shape_of
 from .records import decode_array, encode_array
@@ -88,7 +99,7 @@ def script(rec: dict) -> str:
     if rec.get("input") is None or rec.get("grad_output") is None:
         raise NotReproducible("the record has no input or grad_output arrays")
     spec = PoolSpec.from_dict(rec["spec"])
-    shape = shape_of(rec["input"])
+    shape = tuple(rec.get("shape") or shape_of(rec["input"]))  # an empty input's shape is the record's
     call_shape = tuple(rec.get("call_shape") or shape)
     target = Target(rec["framework"], rec["variant"], rec["device"])
     planner = _planner(target.framework, target.variant)
@@ -96,11 +107,13 @@ def script(rec: dict) -> str:
     if isinstance(call, Unsupported):
         raise NotReproducible(f"{target.id} has no call for this spec: {call.reason}")
     mode = rec.get("mode") or "backward"  # older results have no mode: the reverse mode
-    direction = None
+    dtype = rec["dtype"] or spec.dtype
+    x = decode_array(rec["input"], dtype).reshape(shape)
+    g = decode_array(rec["grad_output"], dtype)
+    arrays = {"input": array_code(x), "grad_output": array_code(g)}
     if mode != "backward":
         # The tangent (jvp) or v (double backward) the suite used: a function of the case alone.
-        x = decode_array(rec["input"], rec["dtype"] or spec.dtype).reshape(shape)
-        direction = encode_array(ad_modes.direction(spec, x))
+        arrays["direction"] = array_code(ad_modes.direction(spec, x))
     try:
         template = _ENV.get_template(f"{planner}/{TEMPLATE}")
     except jinja2.TemplateNotFound:
@@ -108,7 +121,56 @@ def script(rec: dict) -> str:
     return template.render(
         rec=rec, call=call, spec=spec, geom=resolve(spec, call_shape), rank=len(shape) - 2,
         planner=importlib.import_module(planner), backend_template=f"{_planner(target.framework)}/{TEMPLATE}",
-        dtype=rec["dtype"] or spec.dtype, mode=mode, direction=direction)
+        dtype=dtype, mode=mode, arrays=arrays, **spec_context(spec, shape, dtype))
+
+
+def spec_context(spec: PoolSpec, shape, dtype: str) -> dict:
+    """What templates/reproducer_spec.py.j2 needs: every output position's window per axis (the
+    input positions it reads; -1 a padding tap, -2 none), the op's rule and, for sums, the bound."""
+    windows = [np.where(a.in_input, a.positions, np.where(a.in_window & a.in_padded, -1, -2)).tolist()
+               for a in resolve(spec, shape).axes]
+    kind = "max" if spec.is_max else "avg" if spec.op.endswith("avg_pool") else "lp"
+    tolerance = None
+    if kind != "max":
+        entry, info = tolerances.table()[spec.op][dtype], ml_dtypes.finfo(dtype)
+        tolerance = (entry["atol_tiny"] * float(info.smallest_normal), entry["rtol_eps"] * float(info.eps))
+    return {"windows": windows, "kind": kind, "tolerance": tolerance,
+            "count_padding": bool(spec.count_include_pad and not spec.is_adaptive),
+            "divisor_override": spec.divisor_override, "norm_type": spec.norm_type}
+
+
+# Arrays up to this many elements are written as nested lists people can read and edit.
+SHORT = 64
+
+
+def array_code(a: np.ndarray) -> _Code:
+    """A case array (values exact in float64) as a Python expression of the script: a nested list
+    when short, the routing probe by its formula, else its compressed bytes (``unpack``). Built
+    from numbers alone (json of floats, a base64 string), so nothing from a record becomes code."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.size <= SHORT:
+        return _Code(f"np.array(decode({json.dumps(encode_array(a))}), dtype=np.float64).reshape({a.shape})")
+    for p in range(1, 54):
+        probe = np.ldexp(1.0, np.arange(a.size) % p)
+        if np.array_equal(a.ravel(), probe):
+            return _Code(f"np.ldexp(1.0, np.arange({a.size}) % {p}).reshape({a.shape})  # the routing probe")
+    with np.errstate(over="ignore"):
+        width = "<f4" if np.array_equal(a.astype(np.float32), a, equal_nan=True) else "<f8"
+    text = base64.b64encode(zlib.compress(a.astype(width).tobytes(), 9)).decode("ascii")
+    return _Code(f"unpack({text!r}, {width!r}, {a.shape})")
+
+
+def read_output(stdout: str) -> dict[str, dict]:
+    """What a script printed, by what it checked ("forward", "gradient" or the mode): the
+    "expected" and "actual" arrays as the record's nested lists, and "differ" (the cells line)."""
+    out: dict[str, dict] = {}
+    for line in stdout.splitlines():
+        m = re.match(r"(\w+), (expected by the spec|returned by [^:]+): (.*)$", line)
+        if m:
+            out.setdefault(m[1], {})["expected" if m[2].startswith("expected") else "actual"] = json.loads(m[3])
+        elif (m := re.match(r"(\w+): (\d+ of \d+ cells differ: .*)$", line)):
+            out.setdefault(m[1], {})["differ"] = m[2]
+    return out
 
 
 def safe_script(rec: dict) -> str | None:

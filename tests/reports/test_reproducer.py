@@ -1,8 +1,10 @@
-"""Every reproducer prints exactly the gradient that was recorded.
+"""Every reproducer prints the spec's result beside exactly the gradient that was recorded,
+names the cells that differ and exits 1 while they do (0 where the framework conforms).
 
 The records are made the real-world way: the framework is called directly (reports_direct.py,
 one process per framework), its gradient goes into the record, the report is built, and each
-reproducer script in it runs in a fresh interpreter and must print that gradient."""
+reproducer script in it runs in a fresh interpreter. The script's plain-NumPy spec is checked
+against poolgrad's reference on catalogue cases of every op, and its arrays are compact."""
 
 from __future__ import annotations
 
@@ -58,8 +60,13 @@ def test_reproducers_reprint_the_recorded_gradient(framework, dtype, tmp_path):
         path = tmp_path / f"repro_{rec['variant']}.py"  # not keras.py: it would shadow the package
         path.write_text(script)
         out = _run([str(path)], cwd=tmp_path)  # cwd away from the checkout: nothing of poolgrad importable
-        assert out.returncode == 0, f"{rec['target']}: {out.stderr[-2000:]}"
-        assert json.loads(out.stdout.splitlines()[-1]) == rec["grad_input"], rec["target"]
+        printed = reproducer.read_output(out.stdout)
+        assert printed["gradient"]["actual"] == rec["grad_input"], f"{rec['target']}: {out.stderr[-2000:]}"
+        assert printed["gradient"]["expected"] == rec["expected_grad_input"], rec["target"]
+        # Exit 1 while the framework's result is not the spec's, each differing cell named.
+        assert out.returncode == (0 if rec["verdict"] == "conforms" else 1), f"{rec['target']}: {out.stderr[-2000:]}"
+        named = re.findall(r"\((\d+(?:, \d+)*)\) expected", printed["gradient"].get("differ", ""))
+        assert [list(map(int, c.split(", "))) for c in named] == rec["differing_cells"], rec["target"]
 
 
 # Specs a framework's plan has no call for: k2 s1 SAME over 3 pads (0, 1), which torch's one
@@ -89,3 +96,53 @@ def test_values_from_results_cannot_become_code():
     script = reproducer.script(rec)
     compiled = compile(script, "repro.py", "exec")
     assert "system" not in compiled.co_names  # the id is a string constant, not a call
+
+
+def test_the_scripts_numpy_spec_is_the_reference():
+    """templates/reproducer_spec.py.j2 (what a script expects) against poolgrad.reference on every
+    7th catalogue case: forward, gradient and (max ops) the forward-mode derivative."""
+    import math
+    from poolgrad.cases import catalogue
+    from poolgrad.reference import backward, forward
+    from poolgrad.reference.dtypes import round_to
+    from poolgrad.verdicts import ad_modes, tolerances
+    from poolgrad.verdicts.compare import same_bits, within
+
+    spec_code = reproducer._ENV.from_string('{% include "reproducer_spec.py.j2" %}')
+    cases = catalogue()[::7]
+    ops = set()
+    for c in cases:
+        ns = {"np": np, "math": math}
+        exec(spec_code.render(**reproducer.spec_context(c.spec, c.input.shape, c.spec.dtype)), ns)
+        x, g, t = (a.astype(np.float64) for a in (c.input, c.grad_output, ad_modes.direction(c.spec, c.input)))
+        with np.errstate(all="ignore"):
+            mine = ns["spec_result"](x, g, t)
+            scale = ns["spec_result"](np.abs(x), np.abs(g))
+            for key, ref in (("forward", forward(c.spec, c.input)), ("grad", backward(c.spec, c.input, c.grad_output))):
+                got = round_to(mine[key], c.input.dtype)
+                same = (same_bits(got, ref) if c.spec.is_max else
+                        within(got, ref, tolerances.bound(c.spec.op, c.input.dtype, scale[key])))
+                assert same.all(), (c.id, key)
+        if c.spec.is_max and c.input.size:
+            assert same_bits(round_to(mine["derivative"], c.input.dtype),
+                             ad_modes.expected("jvp", c.spec, c.input, c.grad_output)).all(), c.id
+        ops.add(c.spec.op)
+    assert {"max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool"} <= ops
+
+
+def test_case_arrays_are_written_compactly():
+    spec = {"op": "max_pool2d", "kernel_size": 2, "dtype": "float32"}
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    ps = PoolSpec.from_dict(spec)
+    from poolgrad.reference.probes import routing_probe
+    g = routing_probe(output_shape(ps, x.shape), "float32", 4)
+    rec = synthetic.result("big", "realistic", spec, x, g, framework="torch", variant="eager", run_id="r")
+    script = reproducer.script(rec)
+    assert "# the routing probe" in script and "unpack(" in script
+    # float32 bytes, compressed: not the decimal literal of 6144 values (about 130 KB in the record)
+    assert len(script) < 4 * x.nbytes / 3 + 12_000 < len(json.dumps(rec["input"]))
+    ns = {"np": np}
+    exec(script[script.index("def unpack"):script.index("def encode")], {**ns, "zlib": __import__("zlib"),
+                                                                          "base64": __import__("base64")}, ns)
+    line = next(s for s in script.splitlines() if s.startswith("x64 = "))
+    assert np.array_equal(eval(line.removeprefix("x64 = "), ns), x.astype(np.float64))
