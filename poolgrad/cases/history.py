@@ -11,7 +11,8 @@ poolgrad.suite.history`` builds and shows it.
 A range is bounded only where a measured release contradicts the finding: it starts at the
 oldest release measured to hold after one measured not to, and ends before the first release
 measured not to hold after the newest one that holds. Where the finding holds at the edge of
-what was measured, the range stays open on that side.
+what was measured, the range stays open on that side. The release that ends it is the first
+measured without the behaviour (:func:`fixed_in`): fixed upstream, or changed past the claim.
 """
 
 from __future__ import annotations
@@ -54,21 +55,33 @@ def per_release(history: dict, finding_id: str) -> dict[str, str]:
     return {v: status(c) for v, c in totals.items()}
 
 
-def version_range(history: dict, finding_id: str) -> str:
-    """The PEP 440 range the finding holds for, measured (see the module docstring)."""
+def _measured(history: dict, finding_id: str) -> tuple[list[tuple[Version, str]], list[Version]]:
+    """(release, status) of the releases that saw the finding's scope, oldest first, and those
+    where it held (partly counts)."""
     try:
         seen = sorted(((version_key(v), s) for v, s in per_release(history, finding_id).items()
                        if s != "not seen"), key=lambda item: item[0])
     except InvalidVersion:
-        return ""
-    holding = [v for v, s in seen if s in ("holds", "partly")]
+        return [], []
+    return seen, [v for v, s in seen if s in ("holds", "partly")]
+
+
+def fixed_in(history: dict, finding_id: str) -> str:
+    """The first release measured without the behaviour after the newest one measured with it
+    ("" where none is)."""
+    seen, holding = _measured(history, finding_id)
+    after = [v for v, s in seen if holding and s == "does not hold" and v > holding[-1]]
+    return str(after[0]) if after else ""
+
+
+def version_range(history: dict, finding_id: str) -> str:
+    """The PEP 440 range the finding holds for, measured (see the module docstring)."""
+    seen, holding = _measured(history, finding_id)
     if not holding:
         return ""
-    lo, hi = holding[0], holding[-1]
     bounds = []
-    if any(s == "does not hold" and v < lo for v, s in seen):
-        bounds.append(f">={lo}")
-    after = [v for v, s in seen if s == "does not hold" and v > hi]
-    if after:
-        bounds.append(f"<{after[0]}")
+    if any(s == "does not hold" and v < holding[0] for v, s in seen):
+        bounds.append(f">={holding[0]}")
+    if fixed := fixed_in(history, finding_id):
+        bounds.append(f"<{fixed}")
     return ",".join(bounds)

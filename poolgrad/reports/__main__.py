@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from poolgrad.cases import findings as kb
+
 from . import diff as diff_mod
 from . import html, markdown
 from .merge import merge, write_merged
@@ -50,7 +52,7 @@ def _merge(args) -> int:
 
 
 def _diff(args) -> int:
-    d = diff_mod.diff(read_results(args.baseline), read_results(args.new))
+    d = diff_mod.diff(read_results(args.baseline), read_results(args.new), kb.load(history=None, extra=args.findings))
     if args.json:
         print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
     else:
@@ -92,12 +94,17 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="what changed between a baseline and a new run (exit 1 if behaviour changed)",
                        description="Compare two results sets record by record (matched by case and target): new "
                                    "divergences, fixed ones, verdict, policy and expectation changes, moved wrong "
-                                   "gradients, targets added or gone, framework version and switch changes. Exit "
+                                   "gradients, targets added or gone, framework version and switch changes, findings fixed "
+                                   "upstream. Results a nondeterministic finding covers are compared by whether "
+                                   "the finding still holds, not bit for bit, and listed apart. Exit "
                                    "status 1 when any target's behaviour changed, 0 otherwise (versions, switches "
                                    "and coverage alone are reported but exit 0).")
     d.add_argument("baseline", metavar="BASELINE", help="results of the earlier run")
     d.add_argument("new", metavar="NEW", help="results of the run to audit")
     d.add_argument("--json", action="store_true", help="print the changes as JSON instead of text")
+    d.add_argument("--findings", action="append", default=[], metavar="PATH",
+                   help="a findings file of your own, added to the installed knowledge base (repeatable): its "
+                        "nondeterministic findings and fix references count as the installed ones do")
     d.set_defaults(run=_diff)
     return p
 
@@ -106,7 +113,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (RecordError, OSError) as e:
+    except (RecordError, OSError, kb.FindingsError) as e:
         print(f"python -m poolgrad.reports {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -10,6 +10,14 @@ same behaviour and other labels (verdict, policy, outcome, findings: e.g. anothe
 the knowledge base, or a result one side could not run) are listed as label changes; they never
 make ``behaviour_changed`` true. Coverage (targets, cases) and environment (versions, switches)
 changes are reported but are not behaviour.
+
+Results that a finding calls nondeterministic (verdict "nondeterministic": GPU atomic adds,
+memory a kernel never writes) differ from run to run on one release, so their arrays are no
+evidence of a change: a pair of such results that both ran and whose arrays differ is compared
+by whether the finding still holds, listed apart, and never makes ``behaviour_changed`` true.
+A finding that explained results of the baseline whose new results no longer show it (they
+conform where it claimed a divergence, or contradict it) is listed as fixed upstream, with the
+fix references the knowledge base gives it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+
+from poolgrad.cases import findings as kb
 
 from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
 
@@ -36,11 +46,41 @@ class Change:
 
 
 @dataclasses.dataclass
+class Racing:
+    """A pair whose arrays differ where a nondeterministic finding is in play."""
+    case_id: str
+    target: str
+    findings: list[str]
+    holds: bool  # in the new results the finding still holds (the result is not judged a failure)
+
+    def line(self) -> str:
+        return f"{self.case_id} on {self.target}: {', '.join(self.findings)} " + (
+            "still holds" if self.holds else "no longer holds")
+
+
+@dataclasses.dataclass
+class FixedUpstream:
+    """A finding that held in the baseline, where the new results no longer show it."""
+    finding: str
+    title: str
+    results: int
+    targets: list[str]
+    fixes: list[dict]  # its fix references: url, title, state
+
+    def line(self) -> str:
+        fixes = "; ".join(f"fix {r['url']} ({r.get('state') or 'state not recorded'})" for r in self.fixes)
+        return (f"{self.finding}: gone from the {_count(self.results, 'result')} it explained on {', '.join(self.targets)}; "
+                + (fixes or "no fix reference in the knowledge base"))
+
+
+@dataclasses.dataclass
 class Diff:
     new_divergences: list[Change] = dataclasses.field(default_factory=list)
     fixed: list[Change] = dataclasses.field(default_factory=list)
     behaviour_changes: list[Change] = dataclasses.field(default_factory=list)
     label_changes: list[Change] = dataclasses.field(default_factory=list)
+    nondeterministic: list[Racing] = dataclasses.field(default_factory=list)
+    fixed_upstream: list[FixedUpstream] = dataclasses.field(default_factory=list)
     targets_added: list[str] = dataclasses.field(default_factory=list)
     targets_gone: list[str] = dataclasses.field(default_factory=list)
     cases_added: int = 0
@@ -56,6 +96,10 @@ class Diff:
         d = dataclasses.asdict(self)
         d["behaviour_changed"] = self.behaviour_changed
         return d
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def describe(rec: dict) -> str:
@@ -100,10 +144,22 @@ def _index(results: list[dict], versioned: set[str]) -> dict[tuple, dict]:
             for r in results}
 
 
-def _classify(a: dict, b: dict) -> tuple[str, str, str] | None:
-    """(category, before, after) for a changed pair, or None when nothing changed."""
+def _ids(rec: dict) -> set[str]:
+    """The findings a record names: those that explain it and those it contradicts."""
+    return {f["id"] for f in rec.get("findings") or ()} | set(rec.get("contradicts") or ())
+
+
+def _holds(rec: dict, ids: set[str]) -> bool:
+    return rec["outcome"] in ("pass", "expected") and not ids & set(rec.get("contradicts") or ())
+
+
+def _classify(a: dict, b: dict, racing: set[str]) -> tuple[str, str, str] | None:
+    """(category, before, after) for a changed pair, or None when nothing changed. ``racing``:
+    the ids of the findings that call their results nondeterministic."""
     same = behaviour(a) == behaviour(b)
     not_run = a["verdict"] in NOT_RUN or b["verdict"] in NOT_RUN
+    if not same and a["verdict"] in RAN and b["verdict"] in RAN and (_ids(a) | _ids(b)) & racing:
+        return "nondeterministic", "", ""
     if not same and not not_run:
         if is_divergence(a) != is_divergence(b):
             return ("new_divergences" if is_divergence(b) else "fixed"), describe(a), describe(b)
@@ -140,16 +196,57 @@ def _set_changes(label: str, before: dict[str, set], after: dict[str, set]) -> l
             for name in sorted(set(before) | set(after)) if before.get(name, set()) != after.get(name, set())]
 
 
-def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]) -> Diff:
+def _gone(fid: str, a: dict, b: dict, racing: bool) -> bool:
+    """The new result no longer shows the finding that explained the baseline's: it behaves
+    otherwise and conforms (a nondeterministic finding's race may land on the spec: there only
+    a contradiction counts) or contradicts the finding."""
+    if behaviour(a) == behaviour(b) or fid in {f["id"] for f in b.get("findings") or ()}:
+        return False
+    return fid in (b.get("contradicts") or ()) or (not racing and not is_divergence(b))
+
+
+def _fixed_upstream(pairs: list[tuple[dict, dict]], racing: set[str], knowledge) -> list[FixedUpstream]:
+    held = defaultdict(list)  # finding id -> the pairs whose baseline it explained
+    for a, b in pairs:
+        if b["verdict"] not in NOT_RUN:
+            for f in a.get("findings") or ():
+                held[f["id"]].append((a, b))
+    known = {f.id: f for f in knowledge}
+    out = []
+    for fid, held_pairs in sorted(held.items()):
+        if not all(_gone(fid, a, b, fid in racing) for a, b in held_pairs):
+            continue
+        summary = next(f for f in held_pairs[0][0]["findings"] if f["id"] == fid)
+        if fid in known:  # the knowledge base's references are newer than the baseline's record
+            fixes = [{"url": r.url, "title": r.title, "state": r.state} for r in known[fid].upstream if r.type == "fix"]
+        else:
+            fixes = [r for r in summary.get("upstream") or () if r.get("type") == "fix"]
+        out.append(FixedUpstream(fid, summary.get("title", ""), len(held_pairs),
+                                 sorted({b["target"] for _, b in held_pairs}), fixes))
+    return out
+
+
+def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]], knowledge=None) -> Diff:
+    """``knowledge``: the findings (default: the installed knowledge base) that say which
+    results are nondeterministic and what fixes a finding has."""
     (base_envs, base_results), (new_envs, new_results) = base, new
+    knowledge = kb.load(history=None) if knowledge is None else knowledge
+    racing = {f.id for f in knowledge if f.verdict == "nondeterministic"}
     versioned = _versioned(base_results) | _versioned(new_results)
     a, b = _index(base_results, versioned), _index(new_results, versioned)
     d = Diff()
-    for key in sorted(set(a) & set(b)):
-        found = _classify(a[key], b[key])
-        if found:
-            category, before, after = found
-            getattr(d, category).append(Change(key[0], b[key]["target"], before, after))
+    pairs = [(a[key], b[key]) for key in sorted(set(a) & set(b))]
+    for old, new_rec in pairs:
+        found = _classify(old, new_rec, racing)
+        if found is None:
+            continue
+        category, before, after = found
+        if category == "nondeterministic":
+            ids = (_ids(old) | _ids(new_rec)) & racing
+            d.nondeterministic.append(Racing(case_label(new_rec), new_rec["target"], sorted(ids), _holds(new_rec, ids)))
+        else:
+            getattr(d, category).append(Change(case_label(new_rec), new_rec["target"], before, after))
+    d.fixed_upstream = _fixed_upstream(pairs, racing, knowledge)
     targets_a = {k[1:] for k in a}
     targets_b = {k[1:] for k in b}
     d.targets_added = sorted(" ".join(filter(None, t)) for t in targets_b - targets_a)
@@ -169,10 +266,19 @@ def format_text(d: Diff, base_name: str, new_name: str) -> str:
                 ("environment switches changed", d.environment_changes)]
     sections += [(name.replace("_", " "), [c.line() for c in getattr(d, name)]) for name in BEHAVIOUR]
     sections += [("targets added", d.targets_added), ("targets gone", d.targets_gone)]
+    sections += [("fixed upstream", [f.line() for f in d.fixed_upstream])]
     for title, items in sections:
         if items:
             lines.append(f"{title} ({len(items)}):")
             lines.extend(f"  {item}" for item in items)
+    if d.nondeterministic:
+        held = sum(r.holds for r in d.nondeterministic)
+        shown = sorted(d.nondeterministic, key=lambda r: r.holds)[:LABELS_SHOWN]  # those no longer holding first
+        lines.append(f"nondeterministic by a finding: {_count(len(d.nondeterministic), 'result')}, finding still holds on "
+                     f"{held}, no longer holds on {len(d.nondeterministic) - held} (compared by the finding, "
+                     "not bit for bit; not a change" + (f"; first {len(shown)}, --json lists all"
+                                                        if len(shown) < len(d.nondeterministic) else "") + "):")
+        lines.extend(f"  {r.line()}" for r in shown)
     if d.label_changes:
         shown = d.label_changes[:LABELS_SHOWN]
         lines.append(f"label changes, same behaviour ({len(d.label_changes)}, not a change"
@@ -180,6 +286,8 @@ def format_text(d: Diff, base_name: str, new_name: str) -> str:
         lines.extend(f"  {c.line()}" for c in shown)
     if d.cases_added or d.cases_gone:
         lines.append(f"poolgrad.cases: {d.cases_added} added, {d.cases_gone} gone (on targets in both)")
+    noise = [name for name, items in (("nondeterministic results", d.nondeterministic), ("labels", d.label_changes))
+             if items]
     lines.append("behaviour changed: " + ("yes (exit 1)" if d.behaviour_changed else
-                                          "no (exit 0)" + (" — labels only" if d.label_changes else "")))
+                                          "no (exit 0)" + (f" — {' and '.join(noise)} only" if noise else "")))
     return "\n".join(lines)

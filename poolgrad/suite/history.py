@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from poolgrad.cases import findings as kb
-from poolgrad.cases.history import FORMAT, load_history, per_release, version_key, version_range
+from poolgrad.cases.history import FORMAT, fixed_in, load_history, per_release, version_key, version_range
 from poolgrad.reports.records import read_results
 
 from .machine import completed, record as machine_record
@@ -91,8 +91,14 @@ def add(history: dict, lanes: dict) -> dict:
             "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items()) if per}}
 
 
+def _fixes(f) -> str:
+    return ", ".join(f"{r.url} ({r.state or 'state not recorded'})" for r in f.upstream if r.type == "fix")
+
+
 def table(history: dict, knowledge) -> str:
-    """Findings x releases: + holds, - does not hold, ~ partly, . not seen, blank: not run."""
+    """Findings x releases: + holds, - does not hold, ~ partly, . not seen, blank: not run; a
+    finding that a later release no longer shows is marked fixed in that release, with its fix
+    references (a pending fix beside one that still holds)."""
     mark = {"holds": "+", "does not hold": "-", "partly": "~", "not seen": "."}
     lines = []
     for framework in sorted({f.framework for f in knowledge}):
@@ -104,6 +110,11 @@ def table(history: dict, knowledge) -> str:
             measured = rel and any(s != "not seen" for s in rel.values())
             rng = version_range(history, f.id) or ("any release (no measured release contradicts it)" if measured
                                                    else "not measured")
+            fixed, fixes = fixed_in(history, f.id), _fixes(f)
+            if fixed:
+                rng += f"; fixed in {fixed}" + (f" (fix {fixes})" if fixes else "")
+            elif fixes and measured:
+                rng += f"; fix {fixes}"
             lines.append(f"  {cells}  {f.id}  {rng}")
     return "\n".join(lines)
 

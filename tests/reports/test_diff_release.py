@@ -1,0 +1,142 @@
+"""A release diff reports behaviour, not noise: results a nondeterministic finding covers are
+compared by whether the finding holds and never make it exit 1, a real change still does, and a
+finding the new release no longer shows reads "fixed upstream" with its fix, in the diff and in
+the lanes' history (the first release without it).
+
+The runs are judged as a run judges them (suite.check) with a knowledge base of a framework no
+installed findings file speaks of; the framework's arrays come from the reference under a
+policy (never from a framework)."""
+
+import json
+
+import numpy as np
+
+from poolgrad.adapters.base import OK, Outcome, Target
+from poolgrad.cases import findings as kb
+from poolgrad.cases import make_case
+from poolgrad.cases.history import fixed_in, version_range
+from poolgrad.reference import PoolSpec
+from poolgrad.reports import synthetic
+from poolgrad.reports.__main__ import main
+from poolgrad.reports.records import write_record
+from poolgrad.suite.check import check
+from poolgrad.suite.history import build, table
+from poolgrad.verdicts import Policy
+
+FIX = "https://example.org/otherfw/pull/7"
+FINDINGS = f'''
+[[finding]]
+id = "otherfw-gpu-racing-adds"
+title = "otherfw adds overlapping gradients with atomics on the GPU"
+framework = "otherfw"
+devices = ["gpu"]
+verdict = "nondeterministic"
+behaviour = "the additions land in whatever order the threads reach memory"
+source = "kernel.cu: scatter"
+upstream = []
+
+[[finding]]
+id = "otherfw-cpu-last-nan"
+title = "otherfw routes a window of several NaNs to the last"
+framework = "otherfw"
+devices = ["cpu"]
+when = ["nan_several"]
+policy = {{nan_tie = "last"}}
+behaviour = "the CPU kernel keeps the last NaN it reads"
+source = "kernel.cc: max"
+upstream = [{{type = "fix", url = "{FIX}", title = "keep the first NaN", state = "merged in 2.14.0"}}]
+'''
+SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 1, "dtype": "float32"})
+# A window of two NaNs (the CPU finding's trigger) and ties across overlapping windows.
+VALUES = {"nans": [np.nan, np.nan, 1, 2], "ties": [3, 3, 3, 1]}
+
+
+def _findings(tmp_path):
+    path = tmp_path / "otherfw.toml"
+    path.write_text(FINDINGS)
+    return path
+
+
+def _run(path, version, knowledge, policies):
+    """A release's results file: per (device, case id) the policy the framework follows."""
+    with open(path, "w") as fh:
+        for (device, cid), policy in policies.items():
+            case = make_case(cid, "user", SPEC, np.array([[VALUES[cid]]], dtype=np.float32),
+                             np.array([[[1, 2, 4]]], dtype=np.float32))
+            r = Policy(**policy).evaluate(case.spec, case.input, case.grad_output)
+            outcome = Outcome(OK, forward=r.forward, grad_input=r.grad_input, info={"call_shape": [1, 1, 4]})
+            rec = check(case, Target("otherfw", "eager", device), version, [outcome], knowledge, 0.0).record
+            write_record(fh, {**rec, "run_id": version})
+        write_record(fh, synthetic.environment(version, versions={"otherfw": version}))
+    return path
+
+
+def _releases(tmp_path, new_policies):
+    """Release 2.13.0 (the CPU keeps the last NaN, the GPU race lands on the last tie) and
+    2.14.0 with ``new_policies`` over it."""
+    knowledge = kb.load(_findings(tmp_path), history=None)
+    old_policies = {("cpu", "nans"): {"nan_tie": "last"}, ("cpu", "ties"): {},
+                    ("gpu", "nans"): {}, ("gpu", "ties"): {"tie": "last"}}
+    old = _run(tmp_path / "old.jsonl", "2.13.0", knowledge, old_policies)
+    new = _run(tmp_path / "new.jsonl", "2.14.0", knowledge, {**old_policies, **new_policies})
+    return knowledge, old, new
+
+
+def _diff(tmp_path, old, new, capsys, *extra):
+    code = main(["diff", str(old), str(new), "--findings", str(_findings(tmp_path)), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_nondeterministic_results_are_listed_apart_and_do_not_exit_1(tmp_path, capsys):
+    # The GPU race lands elsewhere in the new release: on the spec's order for the ties, on
+    # another tie for the NaNs. Nothing else moved.
+    _, old, new = _releases(tmp_path, {("gpu", "ties"): {}, ("gpu", "nans"): {"tie": "last", "nan_tie": "last"}})
+    code, out = _diff(tmp_path, old, new, capsys)
+    assert code == 0, out
+    assert ("nondeterministic by a finding: 2 results, finding still holds on 2, no longer holds on 0" in out)
+    assert "nans on otherfw-eager-gpu: otherfw-gpu-racing-adds still holds" in out
+    assert "new divergences" not in out and "fixed (" not in out and "fixed upstream" not in out
+    assert out.rstrip().endswith("behaviour changed: no (exit 0) — nondeterministic results only")
+    # The knowledge base decides: without the finding the same arrays are changes.
+    plain = main(["diff", str(old), str(new), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert plain == 1 and not d["nondeterministic"]
+    assert {(c["case_id"], c["target"]) for c in d["fixed"] + d["new_divergences"]} == {
+        ("ties", "otherfw-eager-gpu"), ("nans", "otherfw-eager-gpu")}
+
+
+def test_a_real_change_beside_the_noise_still_exits_1(tmp_path, capsys):
+    _, old, new = _releases(tmp_path, {("gpu", "ties"): {}, ("cpu", "ties"): {"tie": "last"}})
+    code, out = _diff(tmp_path, old, new, capsys, "--json")
+    d = json.loads(out)
+    assert code == 1 and d["behaviour_changed"]
+    assert [(c["case_id"], c["target"]) for c in d["new_divergences"]] == [("ties", "otherfw-eager-cpu")]
+    assert d["nondeterministic"] == [{"case_id": "ties", "target": "otherfw-eager-gpu",
+                                      "findings": ["otherfw-gpu-racing-adds"], "holds": True}]
+    assert d["fixed_upstream"] == []  # the NaN finding still holds
+
+
+def test_a_finding_the_new_release_no_longer_shows_reads_fixed_upstream_with_its_fix(tmp_path, capsys):
+    knowledge, old, new = _releases(tmp_path, {("cpu", "nans"): {}})      # 2.14.0 keeps the first NaN
+    code, out = _diff(tmp_path, old, new, capsys)
+    assert code == 1  # a fix is a behaviour change
+    assert "fixed (1):\n  nans on otherfw-eager-cpu" in out
+    assert (f"fixed upstream (1):\n  otherfw-cpu-last-nan: gone from the 1 result it explained on otherfw-eager-cpu; "
+            f"fix {FIX} (merged in 2.14.0)") in out
+    # The lanes' history marks 2.14.0 as the first release without it, and the range ends there.
+    history = build([old, new], knowledge, {"cpu": "test", "cpu_features": [], "onednn_max_cpu_isa": None})
+    assert fixed_in(history, "otherfw-cpu-last-nan") == "2.14.0"
+    assert version_range(history, "otherfw-cpu-last-nan") == "<2.14.0"
+    assert fixed_in(history, "otherfw-gpu-racing-adds") == ""  # a race that lands on the spec is no fix
+    line = next(x for x in table(history, knowledge).splitlines() if "otherfw-cpu-last-nan" in x)
+    assert line.endswith(f"otherfw-cpu-last-nan  <2.14.0; fixed in 2.14.0 (fix {FIX} (merged in 2.14.0))")
+
+
+def test_a_race_the_new_results_no_longer_explain_is_listed_so_and_still_not_a_change(tmp_path, capsys):
+    knowledge, old, _ = _releases(tmp_path, {})
+    without = kb.Knowledge([f for f in knowledge if f.id != "otherfw-gpu-racing-adds"])  # e.g. its range ended
+    new = _run(tmp_path / "new.jsonl", "2.14.0", without, {("gpu", "ties"): {"tie": "all"}, ("gpu", "nans"): {}})
+    code, out = _diff(tmp_path, old, new, capsys)
+    assert code == 0, out
+    assert "nondeterministic by a finding: 1 result, finding still holds on 0, no longer holds on 1" in out
+    assert "ties on otherfw-eager-gpu: otherfw-gpu-racing-adds no longer holds" in out
