@@ -9,6 +9,13 @@ some row; a pair is feasible when some valid full row holds it, which is decided
 enumerating the (small) full product. Each row is a framework call (and a compilation) on
 every target, so the array is kept small.
 
+The op's pairs do not promise what each API path distinguishes (a path takes only some rows:
+Keras's layers no ceil_mode, dilation or divisor_override, torch no asymmetric pads), so rows are
+added where a path's own classes (PATHS, path_classes) are not met yet: SAME resolving to
+symmetric and to asymmetric pads along the first and along the last spatial axis, in every rank,
+for every path given "SAME" as a string; ceil_mode with and without overhang in every rank for
+every path that takes it; a one-element input for every path.
+
     python -m poolgrad.cases.coverage            print what poolgrad/cases/data/geometries.toml covers
     python -m poolgrad.cases.coverage --write    regenerate poolgrad/cases/data/geometries.toml and docs/COVERAGE.md
 
@@ -25,6 +32,8 @@ from pathlib import Path
 
 from allpairspy import AllPairs
 
+from poolgrad.adapters import jax as jax_paths, keras as keras_paths, tensorflow as tf_paths, torch as torch_paths
+from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import DTYPES as REFERENCE_DTYPES, PoolSpec, SpecError, resolve
 
 from .catalogue import GEOMETRIES_PATH, geometry_rows as load
@@ -52,6 +61,22 @@ MODEL = {
     "adaptive_max_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
     "adaptive_avg_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
 }
+
+
+# The API paths whose own classes the rows cover, as (planner, variant): the adapters' pure
+# planners say whether a path takes a geometry. The keras variant runs on every Keras backend
+# (torch, tensorflow, jax), so a row Keras takes reaches all three.
+PATHS = {"torch": (torch_paths.plan, "eager"), "tf.nn": (tf_paths.plan, "eager"),
+         "tf.nn.max_pool_with_argmax": (tf_paths.plan, "with_argmax"),
+         "lax.reduce_window": (jax_paths.plan, "eager"), "flax": (jax_paths.plan, "flax"),
+         "keras": (keras_paths.plan, "keras")}
+# The paths given padding "SAME" as a string, which resolve it themselves (TF's rule: the odd
+# pad goes after). torch takes no SAME, and lax.reduce_window is given the resolved pairs.
+SAME_PATHS = ("tf.nn", "tf.nn.max_pool_with_argmax", "flax", "keras")
+# Kernel classes in order of preference for a path row: 3 (what users write most; its windows
+# at an asymmetric SAME pad read two real elements and the pad, where a 2-tap window reads one)
+# first.
+_KERNEL_PREFERENCE = ("3", "input", "2", "1")
 
 
 # Geometries every value family meets in every rank and dtype (no pairwise array promises a
@@ -192,6 +217,62 @@ def covering_rows(op: str, have=()) -> list[dict]:
     return [dict(zip(MODEL[op], row)) for row in chosen]
 
 
+def _pad_kind(before: int, after: int) -> str | None:
+    return None if before == after == 0 else "symmetric" if before == after else "asymmetric"
+
+
+def path_classes(op: str, row: dict) -> frozenset[tuple]:
+    """The API-path classes a valid class row meets: (path, rank, "SAME", "first"|"last" axis,
+    "symmetric"|"asymmetric") for each path in SAME_PATHS that takes it, ceil_mode's class for
+    each path that takes that, (path, "one_element") for a one-element input."""
+    fields = spec_fields(op, row)
+    size = SIZES[row["size"]][row["rank"]]
+    spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
+    shape = (1, 1, *size)
+    pads = resolve(spec, shape).pads
+    out = set()
+    for name, (plan, variant) in PATHS.items():
+        if isinstance(plan(spec, variant, shape), Unsupported):
+            continue
+        if name in SAME_PATHS and fields.get("padding") == "SAME":
+            out.update((name, row["rank"], "SAME", axis, kind) for axis, (before, after) in
+                       (("first", pads[0]), ("last", pads[-1])) if (kind := _pad_kind(before, after)))
+        if row.get("ceil_mode", "off") != "off":
+            out.add((name, row["rank"], "ceil_mode", row["ceil_mode"]))
+        if row["size"] == "one_element":
+            out.add((name, "one_element"))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _path_classes(op: str) -> dict[tuple, frozenset]:
+    names = list(MODEL[op])
+    return {values: path_classes(op, dict(zip(names, values))) for values in _valid_rows(op)}
+
+
+def path_rows(op: str, have=()) -> list[dict]:
+    """Valid class rows that meet the path classes the geometries ``have`` (rank, tag, dtype)
+    leave unmet: greedily, the row meeting the most first, then float32 (every kernel has it),
+    then by _KERNEL_PREFERENCE, then the product's order. Deterministic."""
+    names = list(MODEL[op])
+    classes = _path_classes(op)
+    geometries = _geometries(op)
+    todo = set().union(*classes.values()).difference(
+        *(classes[values] for key in have for values in geometries.get(key, ())))
+    kernel = names.index("kernel") if "kernel" in names else None
+    dtype = names.index("dtype")
+
+    def preference(values):
+        return (len(classes[values] & todo), values[dtype] == "float32",
+                -_KERNEL_PREFERENCE.index(values[kernel]) if kernel is not None else 0)
+    chosen = []
+    while todo:
+        values = max(classes, key=preference)
+        chosen.append(values)
+        todo -= classes[values]
+    return [dict(zip(names, values)) for values in chosen]
+
+
 def geometry_row(op: str, row: dict) -> dict:
     """The data a catalogue row holds: the op with rank, its geometry tag, size and dtype."""
     fields = spec_fields(op, row)
@@ -201,14 +282,17 @@ def geometry_row(op: str, row: dict) -> dict:
             "classes": {k: str(v) for k, v in row.items() if k not in ("rank", "dtype")}}
 
 
-def coverage(op: str, rows: list[dict]) -> tuple[int, int]:
-    """(feasible pairs the rows cover, feasible pairs) for the op. A row covers every value
-    pair of every valid class row that comes out as its geometry."""
+def coverage(op: str, rows: list[dict]) -> tuple[int, int, int, int]:
+    """(feasible pairs the rows cover, feasible pairs, path classes they meet, path classes)
+    for the op. A row covers every value pair, and meets every path class, of every valid
+    class row that comes out as its geometry."""
     n = len(MODEL[op])
     have = {_key(r) for r in rows}
     realized = [values for key, group in _geometries(op).items() if key in have for values in group]
     feasible = _pairs(_valid_rows(op), n)
-    return len(_pairs(realized, n) & feasible), len(feasible)
+    classes = _path_classes(op)
+    met = set().union(*(classes[values] for values in realized))
+    return len(_pairs(realized, n) & feasible), len(feasible), len(met), len(set().union(*classes.values()))
 
 
 def render_toml(rows_by_op: dict[str, list[dict]]) -> str:
@@ -229,11 +313,17 @@ def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
            "carries every value family (ties, NaN, infinities, signed zeros, subnormals, ...) at once.", "",
            "Core rows add the geometries every value family meets in every rank and dtype:",
            ", ".join(f"{op} {' '.join(t for t, _ in tags)}" for op, tags in CORE.items()) + ".", "",
-           "| op | parameters: boundary values | rows | feasible pairs covered |", "| --- | --- | --- | --- |"]
+           "API paths (`PATHS` in coverage.py, each adapter's planner saying which rows a path takes) add rows where",
+           "their own classes are not met: SAME resolving to symmetric and to asymmetric pads along the first and the last",
+           f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; Keras on every",
+           "backend); ceil_mode with and without overhang in every rank for every path that takes it; a one-element input",
+           "for every path.", "",
+           "| op | parameters: boundary values | rows | feasible pairs covered | path classes met |",
+           "| --- | --- | --- | --- | --- |"]
     for op, rows in rows_by_op.items():
-        covered, feasible = coverage(op, rows)
+        covered, feasible, met, classes = coverage(op, rows)
         params = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in MODEL[op].items())
-        out.append(f"| {op} | {params} | {len(rows)} | {covered} / {feasible} |")
+        out.append(f"| {op} | {params} | {len(rows)} | {covered} / {feasible} | {met} / {classes} |")
     return "\n".join(out) + "\n"
 
 
@@ -252,6 +342,8 @@ def generate() -> dict[str, list[dict]]:
                 rows[(rank, r["tag"], dtype)] = r
         for r in map(functools.partial(geometry_row, op), covering_rows(op, have=list(rows))):
             rows.setdefault(_key(r), r)
+        for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows))):
+            rows.setdefault(_key(r), {**r, "classes": {**r["classes"], "path": "true"}})
         out[op] = list(rows.values())
     return out
 

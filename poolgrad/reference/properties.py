@@ -52,6 +52,8 @@ PROPERTIES = {
     "norm_type_one": "lp_pool with norm_type 1 (its power and root are the identity)",
     "one_tap_windows": "every window has one tap (kernel 1 or adaptive bins of one element): pooling is a copy",
     "explicit_padding": "the padding is neither none (VALID) nor what TensorFlow's SAME rule adds for this input",
+    "same_asymmetric": "the padding is what TensorFlow's SAME rule adds for this input, and more after than before on some axis",
+    "kernel_over_input": "the window is longer than the input along some axis (only padding makes it fit)",
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (torch.compile's limit for unrolling a window)",
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
@@ -97,9 +99,15 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
         if np.all(stride == kernel) and "dilation" not in found:
             found.add("non_overlapping")
     geom = plan_for(spec, shape).geom
-    if geom.pads is not None and any(p != (0, 0) for p in geom.pads) and geom.pads != tuple(
-            same_padding(a.length, k, s, d) for a, k, s, d in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation)):
-        found.add("explicit_padding")
+    if geom.pads is not None:
+        same = tuple(same_padding(a.length, k, s, d) for a, k, s, d in
+                     zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation))
+        if any(p != (0, 0) for p in geom.pads) and geom.pads != same:
+            found.add("explicit_padding")
+        if geom.pads == same and any(before != after for before, after in same):
+            found.add("same_asymmetric")
+        if any((k - 1) * d + 1 > a.length for a, k, d in zip(geom.axes, geom.kernel_size, geom.dilation)):
+            found.add("kernel_over_input")
     if int(np.prod([a.taps for a in geom.axes])) > 25:
         found.add("taps_over_25")
     if all(a.taps == 1 for a in geom.axes):

@@ -19,15 +19,47 @@ def test_committed_rows_and_doc_are_generated():
 
 
 @pytest.mark.parametrize("op", list(coverage.MODEL))
-def test_every_feasible_pair_is_covered(op):
-    covered, feasible = coverage.coverage(op, geometry_rows()[op])
+def test_every_feasible_pair_and_path_class_is_covered(op):
+    covered, feasible, met, classes = coverage.coverage(op, geometry_rows()[op])
     assert covered == feasible > 0
+    assert met == classes
 
 
 def test_a_missing_row_shows_as_uncovered_pairs():
     rows = [r for r in geometry_rows()["max_pool"] if r["classes"].get("dilation") != "2"]
-    covered, feasible = coverage.coverage("max_pool", rows)
+    covered, feasible, _, _ = coverage.coverage("max_pool", rows)
     assert covered < feasible
+
+
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_every_same_path_meets_symmetric_and_asymmetric_pads_along_both_axes_in_every_rank(op):
+    """The rows themselves, resolved: each path given "SAME" (Keras on every backend among them)
+    takes a row whose SAME pads are even, and one whose pads are uneven, along the first and
+    along the last spatial axis, in ranks 1 to 3 (issue 29: Keras-on-torch's average pooling
+    was wrong only where SAME pads unevenly, and no row Keras takes did)."""
+    for path in coverage.SAME_PATHS:
+        plan, variant = coverage.PATHS[path]
+        met = set()
+        for r in geometry_rows()[op]:
+            fields = parse_geometry(r["tag"], r["rank"])
+            spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **fields})
+            shape = (1, 1, *r["size"])
+            if fields.get("padding") != "SAME" or isinstance(plan(spec, variant, shape), coverage.Unsupported):
+                continue
+            pads = resolve(spec, shape).pads
+            met |= {(r["rank"], axis, before == after) for axis, (before, after) in (("first", pads[0]), ("last", pads[-1]))
+                    if before or after}
+        ranks = (2,) if path == "tf.nn.max_pool_with_argmax" else (1, 2, 3)
+        if op == "avg_pool" and path == "tf.nn.max_pool_with_argmax":
+            continue
+        wanted = {(rank, axis, even) for rank in ranks for axis in ("first", "last") for even in (True, False)}
+        assert wanted <= met, (path, sorted(wanted - met))
+
+
+def test_a_missing_path_row_shows_as_unmet_classes():
+    rows = [r for r in geometry_rows()["avg_pool"] if "path" not in r["classes"]]
+    _, _, met, classes = coverage.coverage("avg_pool", rows)
+    assert met < classes
 
 
 def test_boundary_classes_mean_what_they_say():
