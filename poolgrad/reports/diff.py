@@ -15,9 +15,9 @@ Results that a finding calls nondeterministic (verdict "nondeterministic": GPU a
 memory a kernel never writes) differ from run to run on one release, so their arrays are no
 evidence of a change: a pair of such results that both ran and whose arrays differ is compared
 by whether the finding still holds, listed apart, and never makes ``behaviour_changed`` true.
-A finding that explained results of the baseline whose new results no longer show it (they
-conform where it claimed a divergence, or contradict it) is listed as fixed upstream, with the
-fix references the knowledge base gives it.
+A finding that explained results of the baseline whose new results (of the same framework release
+or a newer one) no longer show it (they conform where it claimed a divergence, or contradict it)
+is listed as fixed upstream, with the fix references the knowledge base gives it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ import dataclasses
 import json
 from collections import defaultdict
 
+from packaging.version import InvalidVersion
+
 from poolgrad.cases import findings as kb
+from poolgrad.cases.history import version_key
 
 from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
 
@@ -205,10 +208,19 @@ def _gone(fid: str, a: dict, b: dict, racing: bool) -> bool:
     return fid in (b.get("contradicts") or ()) or (not racing and not is_divergence(b))
 
 
+def _older(b: dict, a: dict) -> bool:
+    """``b`` ran an older release of the framework than ``a``."""
+    try:
+        return version_key(b["framework_version"]) < version_key(a["framework_version"])
+    except InvalidVersion:
+        return False
+
+
 def _fixed_upstream(pairs: list[tuple[dict, dict]], racing: set[str], knowledge) -> list[FixedUpstream]:
     held = defaultdict(list)  # finding id -> the pairs whose baseline it explained
     for a, b in pairs:
-        if b["verdict"] not in NOT_RUN:
+        # A release older than the baseline's without the behaviour predates it: no fix.
+        if b["verdict"] not in NOT_RUN and not _older(b, a):
             for f in a.get("findings") or ():
                 held[f["id"]].append((a, b))
     known = {f.id: f for f in knowledge}

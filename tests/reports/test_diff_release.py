@@ -140,3 +140,16 @@ def test_a_race_the_new_results_no_longer_explain_is_listed_so_and_still_not_a_c
     assert code == 0, out
     assert "nondeterministic by a finding: 1 result, finding still holds on 0, no longer holds on 1" in out
     assert "ties on otherfw-eager-gpu: otherfw-gpu-racing-adds no longer holds" in out
+
+
+def test_an_older_release_without_the_behaviour_is_no_fix(tmp_path, capsys):
+    """The behaviour came with 2.14.0: the diff read with 2.14.0 as baseline and 2.13.0 as the
+    run to audit shows 2.13.0 without it, which predates it, and says nothing was fixed."""
+    knowledge = kb.load(_findings(tmp_path), history=None)
+    older = _run(tmp_path / "2.13.jsonl", "2.13.0", knowledge, {("cpu", "nans"): {}})
+    newer = _run(tmp_path / "2.14.jsonl", "2.14.0", knowledge, {("cpu", "nans"): {"nan_tie": "last"}})
+    code, out = _diff(tmp_path, older, newer, capsys)
+    assert code == 1 and "new divergences (1):\n  nans on otherfw-eager-cpu" in out
+    code, out = _diff(tmp_path, newer, older, capsys)
+    assert code == 1 and "fixed (1):\n  nans on otherfw-eager-cpu" in out
+    assert "fixed upstream" not in out
