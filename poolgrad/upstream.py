@@ -2,6 +2,7 @@
 
     python -m poolgrad.upstream FINDING_ID            # print the draft (Markdown)
     python -m poolgrad.upstream --write DIR           # one file per finding with no report upstream
+    python -m poolgrad.upstream --write DIR --framework torch
     python -m poolgrad.upstream FINDING_ID --write DIR
 
 A draft follows the form of its framework's issue template (``<planner package>/upstream.md.j2``,
@@ -167,6 +168,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ids", nargs="*", metavar="FINDING_ID", help="the findings to draft (with --write and none: every finding without a report)")
     p.add_argument("--write", metavar="DIR", help="write DIR/<finding-id>.md instead of printing")
+    p.add_argument("--framework", action="append", default=[], metavar="NAME", help="with --write and no FINDING_ID: only this framework's findings (repeatable)")
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the knowledge base (repeatable)")
     args = p.parse_args(argv)
     knowledge = kb.load(extra=args.findings)
@@ -176,7 +178,8 @@ def main(argv=None) -> int:
         p.error(f"unknown finding {unknown[0]!r}; see docs/frameworks/<framework>.md for the ids")
     if not args.ids and not args.write:
         p.error("name a FINDING_ID, or give --write DIR to draft every finding without a report")
-    chosen = [by_id[i] for i in args.ids] or [f for f in knowledge if not semantics.reported(f)]
+    chosen = [by_id[i] for i in args.ids] or [f for f in knowledge if not semantics.reported(f)
+                                              and (not args.framework or f.framework in args.framework)]
     failed = 0
     for f in chosen:
         try:
