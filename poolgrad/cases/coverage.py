@@ -60,6 +60,10 @@ MODEL = {
     "lp_pool": {**_COMMON, **{k: v for k, v in _WINDOW.items() if k != "padding"}, "norm_type": ("1", "2", "3")},
     "adaptive_max_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
     "adaptive_avg_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
+    # Regions as each framework draws them (fractional_regions); 2-D and 3-D, the ranks torch
+    # and TensorFlow have. A one-element dim has one region whatever the kind: not a class.
+    "fractional_max_pool": {"rank": (2, 3), "size": ("even", "odd", "non_square"), "dtype": DTYPES,
+                            "regions": ("fixed_size", "partition", "overlapping")},
 }
 
 
@@ -88,7 +92,31 @@ CORE = {
     "lp_pool": [("k2s2n2", "even")],
     "adaptive_max_pool": [("o3", "odd")],
     "adaptive_avg_pool": [("o3", "odd")],
+    "fractional_max_pool": [],   # regions depend on the input's size: see CORE_CLASSES
 }
+# Core rows given as value classes: each kind of fractional region in the one geometry both
+# torch and TensorFlow run (2-D, float32; TensorFlow's op has no half-precision kernel, torch
+# draws windows of one size, TensorFlow partitions or overlaps by one).
+CORE_CLASSES = {"fractional_max_pool": [{"rank": 2, "size": "odd", "dtype": "float32", "regions": kind}
+                                        for kind in ("fixed_size", "partition", "overlapping")]}
+
+
+def fractional_regions(kind: str, length: int) -> list[list[int]]:
+    """One dim's regions of a kind, about 2/3 as many as the input is long (Graham's ratio
+    between 1 and 2): "partition" TensorFlow's non-overlapping regions, boundaries
+    floor(i * L / out) (steps of floor(L / out) and one more); "overlapping" the same, each
+    region one past the next boundary; "fixed_size" torch's, windows of 2 spread over the
+    input, starts floor(i * (L - 2) / (out - 1)), the last at L - 2, at most L - 2 of them
+    (torch's 3-D kernel refuses out + kernel - 1 = L, its 2-D kernel takes it)."""
+    out = -(-2 * length // 3)
+    if kind == "fixed_size":
+        out = max(1, min(out, length - 2))
+        return [[start, start + 2] for start in
+                [i * (length - 2) // (out - 1) for i in range(out - 1)] + [length - 2]]
+    bounds = [i * length // out for i in range(out + 1)]
+    extra = kind == "overlapping"
+    return [[a, min(b + extra, length)] for a, b in zip(bounds, bounds[1:])]
+
 
 
 def spec_fields(op: str, row: dict) -> dict | None:
@@ -96,6 +124,8 @@ def spec_fields(op: str, row: dict) -> dict | None:
     geometry (no window, a value class that does not exist for its kernel, a ceil_mode class
     its numbers do not meet)."""
     size = SIZES[row["size"]][row["rank"]]
+    if "regions" in row:
+        return {"regions": [fractional_regions(row["regions"], n) for n in size]}
     if "output_size" in row:
         per_dim = {"1": [1] * len(size), "input": list(size), "half": [max(1, n // 2) for n in size],
                    "non_dividing": [3 if n % 3 else 2 for n in size], "over_input": [n + 1 for n in size]}
@@ -312,7 +342,9 @@ def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
            "`poolgrad/cases/coverage.py`, the rows in `poolgrad/cases/data/geometries.toml`. Every row is one framework call that",
            "carries every value family (ties, NaN, infinities, signed zeros, subnormals, ...) at once.", "",
            "Core rows add the geometries every value family meets in every rank and dtype:",
-           ", ".join(f"{op} {' '.join(t for t, _ in tags)}" for op, tags in CORE.items()) + ".", "",
+           ", ".join(f"{op} {' '.join(t for t, _ in tags)}" for op, tags in CORE.items() if tags) + "; and "
+           + ", ".join(f"{op} ({', '.join(c['regions'] for c in rows)} regions: 2-D, odd size, float32)"
+                       for op, rows in CORE_CLASSES.items()) + ".", "",
            "API paths (`PATHS` in coverage.py, each adapter's planner saying which rows a path takes) add rows where",
            "their own classes are not met: SAME resolving to symmetric and to asymmetric pads along the first and the last",
            f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; Keras on every",
@@ -334,12 +366,15 @@ def generate() -> dict[str, list[dict]]:
     for op in MODEL:
         rows = {}
         for tag, size_class in CORE[op]:
-            for rank, dtype in itertools.product(_COMMON["rank"], DTYPES):
+            for rank, dtype in itertools.product(MODEL[op]["rank"], DTYPES):
                 size = SIZES[size_class][rank]
                 spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank)})
                 r = {"op": op, "rank": rank, "tag": geometry_tag(spec, size), "size": list(size),
                      "dtype": dtype, "classes": {"core": "true"}}
                 rows[(rank, r["tag"], dtype)] = r
+        for classes in CORE_CLASSES.get(op, ()):
+            r = geometry_row(op, classes)
+            rows[_key(r)] = {**r, "classes": {**r["classes"], "core": "true"}}
         for r in map(functools.partial(geometry_row, op), covering_rows(op, have=list(rows))):
             rows.setdefault(_key(r), r)
         for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows))):

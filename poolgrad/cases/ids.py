@@ -4,7 +4,10 @@ e.g. ``max_pool2d-k3s1-ties_overlap-float16``, and the geometry tags inside them
 A geometry tag is the spec's window in short form, in this order (defaults omitted):
 ``k<kernel>s<stride>`` then ``p<pad>`` | ``p<before>_<after>`` | ``SAME``, ``d<dilation>``,
 ``ceil``, ``cip0`` (count_include_pad false), ``div<divisor_override>``, ``n<norm_type>``;
-adaptive ops use ``o<output_size>``. A size that differs between spatial dims is written per
+adaptive ops use ``o<output_size>``; fractional_max_pool writes its regions, per dim (dims
+joined by ``x``), as ``k<size>r<start>.<start>...`` where every region of a dim has one size
+(``k2r0.1.3.4`` : [0, 2), [1, 3), [3, 5), [4, 6)), else as ``r<start>_<stop>.<start>_<stop>...``
+(``r0_2.2_3.3_5``). A size that differs between spatial dims is written per
 dim, ``k7x4``. The input's spatial size ends the tag as ``i<size>`` (``i7x4``) unless it is
 the catalogue's default for the rank (8, 6x6, 4x4x4). A tag is both the definition and the id.
 """
@@ -16,8 +19,11 @@ import re
 from poolgrad.reference import PoolSpec
 
 _N = r"\d+(?:x\d+)*"  # one size, or one per spatial dim
+_STARTS = r"\d+(?:\.\d+)*"           # one dim's region starts
+_PAIRS = r"\d+_\d+(?:\.\d+_\d+)*"   # one dim's [start, stop) pairs
 _TAG = re.compile(
-    rf"^(?:o(?P<o>{_N})|k(?P<k>{_N})s(?P<s>{_N})"
+    rf"^(?:o(?P<o>{_N})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
+    rf"|k(?P<k>{_N})s(?P<s>{_N})"
     rf"(?:p(?P<p>{_N})(?:_(?P<pa>\d+))?|(?P<same>SAME))?(?:d(?P<d>{_N}))?(?P<ceil>ceil)?"
     rf"(?P<cip0>cip0)?(?:div(?P<div>\d+))?(?:n(?P<n>\d+(?:\.\d+)?))?)(?:i(?P<i>{_N}))?$")
 DEFAULT_SIZE = {1: (8,), 2: (6, 6), 3: (4, 4, 4)}
@@ -43,6 +49,14 @@ def parse_geometry(tag: str, rank: int) -> dict:
         raise ValueError(f"not a geometry tag: {tag!r}")
     if m["o"]:
         return {"output_size": _sizes(m["o"])}
+    if m["fr"]:
+        return {"regions": [[[int(b) for b in pair.split("_")] for pair in dim.split(".")]
+                            for dim in m["fr"].split("x")]}
+    if m["fs"]:
+        dims = [[int(v) for v in dim.split(".")] for dim in m["fs"].split("x")]
+        sizes = _sizes(m["fk"])
+        sizes = sizes if isinstance(sizes, list) else [sizes] * len(dims)
+        return {"regions": [[[v, v + k] for v in starts] for starts, k in zip(dims, sizes)]}
     fields: dict = {"kernel_size": _sizes(m["k"]), "stride": _sizes(m["s"])}
     if m["same"]:
         fields["padding"] = "SAME"
@@ -79,6 +93,8 @@ def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
     suffix = "" if size is None or tuple(size) == DEFAULT_SIZE[len(size)] else f"i{_text(tuple(size))}"
     if spec.is_adaptive:
         return f"o{_text(spec.output_size)}{suffix}"
+    if spec.regions is not None:
+        return _regions_tag(spec.regions) + suffix
     tag = f"k{_text(spec.kernel_size)}s{_text(spec.stride)}"
     pad = spec.padding
     if pad == "SAME":
@@ -100,6 +116,14 @@ def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
     if spec.norm_type is not None:
         tag += f"n{spec.norm_type:g}"
     return tag + suffix
+
+
+def _regions_tag(regions) -> str:
+    sizes = [{stop - start for start, stop in dim} for dim in regions]
+    if all(len(s) == 1 for s in sizes):
+        return (f"k{_text(tuple(s.pop() for s in sizes))}r"
+                + "x".join(".".join(str(start) for start, _ in dim) for dim in regions))
+    return "r" + "x".join(".".join(f"{start}_{stop}" for start, stop in dim) for dim in regions)
 
 
 def case_id(spec: PoolSpec, family: str, variant: str | None, size: tuple[int, ...] | None = None) -> str:

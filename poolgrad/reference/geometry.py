@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .errors import SpecError
+from .fractional_max_pool import region_bounds
 from .spec import PoolSpec
 
 
@@ -134,8 +135,13 @@ def adaptive_bins(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def adaptive_axis(length: int, out: int) -> AxisWindows:
-    start, end = adaptive_bins(length, out)
-    taps = int((end - start).max()) if out else 0
+    return bins_axis(length, *adaptive_bins(length, out))
+
+
+def bins_axis(length: int, start: np.ndarray, end: np.ndarray) -> AxisWindows:
+    """Windows [start[o], end[o]) of varying length (adaptive bins, fractional regions): the
+    taps past a window's end are outside it."""
+    taps = int((end - start).max()) if len(start) else 0
     pos = start[:, None] + np.arange(taps)[None, :]
     inside = pos < end[:, None]
     return AxisWindows(length, pos.astype(np.int64), inside, inside)
@@ -162,6 +168,9 @@ def resolve(spec: PoolSpec, input_shape) -> Geometry:
         sizes = tuple(length if s is None else s for s, length in zip(sizes, spatial))
         return Geometry(spatial, tuple(adaptive_axis(L, o) for L, o in zip(spatial, sizes)),
                         None, None, None, None)
+    if spec.regions is not None:
+        return Geometry(spatial, tuple(bins_axis(L, start, stop) for L, (start, stop) in
+                                       zip(spatial, region_bounds(spec.regions, spatial))), None, None, None, None)
     kernel = per_dim("kernel_size", spec.kernel_size, rank)
     stride = per_dim("stride", kernel if spec.stride is None else spec.stride, rank)
     dilation = per_dim("dilation", spec.dilation, rank)

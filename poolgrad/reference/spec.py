@@ -13,9 +13,10 @@ from typing import Any, Mapping
 
 from .dtypes import DTYPES, dtype_from_name
 from .errors import SpecError
+from .fractional_max_pool import parse_regions
 
-OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool")
-MAX_OPS = ("max_pool", "adaptive_max_pool")
+OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool", "fractional_max_pool")
+MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool")
 ADAPTIVE_OPS = ("adaptive_max_pool", "adaptive_avg_pool")
 
 # Which optional fields each op takes; a field outside its op's set is an error, not ignored.
@@ -26,9 +27,10 @@ APPLIES = {
     "lp_pool": _WINDOW | {"norm_type"},
     "adaptive_max_pool": {"output_size"},
     "adaptive_avg_pool": {"output_size"},
+    "fractional_max_pool": {"regions"},
 }
 FIELDS = ("op", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "count_include_pad",
-          "divisor_override", "norm_type", "output_size", "dtype")
+          "divisor_override", "norm_type", "output_size", "regions", "dtype")
 _OP_WITH_RANK = re.compile(r"^(?P<op>[a-z_]+?)(?P<rank>[123])d$")
 
 
@@ -100,6 +102,7 @@ class PoolSpec:
     divisor_override: int | None = None
     norm_type: float | None = None
     output_size: Any = None
+    regions: Any = None   # fractional_max_pool: per spatial dim, ((start, stop), ...)
     dtype: str | None = None
     rank: int | None = None
 
@@ -130,6 +133,14 @@ class PoolSpec:
             if d.get("output_size") is None:
                 raise SpecError("output_size", f"required for {op}: an int or one int (or null) per spatial dim")
             kw["output_size"] = _int_or_tuple("output_size", d["output_size"], minimum=1, allow_none_items=True)
+        elif op == "fractional_max_pool":
+            if d.get("regions") is None:
+                raise SpecError("regions", "required for fractional_max_pool: one list per spatial dim of "
+                                "[start, stop) pairs")
+            kw["regions"] = parse_regions(d["regions"])
+            if rank is not None and len(kw["regions"]) != rank:
+                raise SpecError("regions", f"has {len(kw['regions'])} dims of regions but {op}{rank}d has {rank}; "
+                                "give one list of regions per spatial dim")
         else:
             if d.get("kernel_size") is None:
                 raise SpecError("kernel_size", f"required for {op}: a positive int or one per spatial dim")

@@ -18,12 +18,35 @@ SPECIALS = (float("nan"), float("inf"), float("-inf"), -0.0)
 
 
 @st.composite
+def fractional_regions(draw, length: int) -> list[list[int]]:
+    """One dim's regions as torch or TensorFlow draws them: windows of one size whose starts
+    follow torch's interval formula for a random sample, or TensorFlow's partition of the input
+    (steps floor(L / out) and one more, in random order), its regions overlapping by one or not."""
+    kind = draw(st.sampled_from(("fixed_size", "partition", "overlapping")))
+    if kind == "fixed_size":
+        k = draw(st.integers(1, min(3, length)))
+        out = draw(st.integers(1, length - k + 1))
+        u = draw(st.floats(0, 1, exclude_max=True))
+        alpha = (length - k) / (out - 1) if out > 1 else 0.0
+        starts = [int((i + u) * alpha) - int(u * alpha) for i in range(out - 1)] + [length - k]
+        return [[s, s + k] for s in starts]
+    out = draw(st.integers(1, length))
+    steps = draw(st.permutations([length // out + (i < length % out) for i in range(out)]))
+    bounds = [sum(steps[:i]) for i in range(out + 1)]
+    extra = kind == "overlapping"
+    return [[a, min(b + extra, length)] for a, b in zip(bounds, bounds[1:])]
+
+
+@st.composite
 def specs(draw):
-    op = draw(st.sampled_from(("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool")))
-    rank = draw(st.integers(1, 3))
+    op = draw(st.sampled_from(("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool",
+                               "fractional_max_pool")))
+    rank = draw(st.integers(2 if op == "fractional_max_pool" else 1, 3))
     spatial = tuple(draw(st.lists(st.integers(1, 6 if rank < 3 else 4), min_size=rank, max_size=rank)))
     d = {"op": f"{op}{rank}d", "dtype": draw(st.sampled_from(("float16", "bfloat16", "float32", "float64")))}
-    if op.startswith("adaptive"):
+    if op == "fractional_max_pool":
+        d["regions"] = [draw(fractional_regions(n)) for n in spatial]
+    elif op.startswith("adaptive"):
         d["output_size"] = [draw(st.integers(1, s + 1)) for s in spatial]
     else:
         k = draw(st.integers(1, 3))

@@ -11,6 +11,8 @@ from poolgrad.reference import resolve
 
 def _axis_windows(spec, geom, a, length):
     """Per output position along axis ``a``: the input positions of its taps (None = padding)."""
+    if spec.regions is not None:  # the spec lists them
+        return [list(range(start, stop)) for start, stop in spec.regions[a]]
     if spec.is_adaptive:
         out = geom.out_shape[a]
         return [[p for p in range(i * length // out, -(-(i + 1) * length // out))] for i in range(out)]

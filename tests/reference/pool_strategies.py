@@ -24,6 +24,11 @@ def _per_axis(draw, rank, values, scalar_ok=True):
 def specs(draw, op, rank, spatial):
     """A spec dict for ``op`` over ``spatial``; it may not fit (kernel larger than input)."""
     d = {"op": op}
+    if op == "fractional_max_pool":  # any regions: overlapping, gaps, unordered, one element
+        d["regions"] = [draw(st.lists(st.integers(0, L - 1).flatmap(
+            lambda start, L=L: st.tuples(st.just(start), st.integers(start + 1, L)).map(list)),
+            min_size=1, max_size=4)) for L in spatial]
+        return d
     if op.startswith("adaptive"):
         sizes = st.integers(1, max(spatial) + 2) | st.none()
         d["output_size"] = _per_axis(draw, rank, sizes, scalar_ok=False)

@@ -63,6 +63,9 @@ def _adaptive_axis(L, out):
 
 def axis_windows(spec, spatial):
     rank = len(spatial)
+    if spec["op"].startswith("fractional"):
+        # fractional_max_pool: the spec lists each dim's regions, [start, stop) pairs.
+        return [[[(p, True) for p in range(start, stop)] for start, stop in dim] for dim in spec["regions"]]
     if spec["op"].startswith("adaptive"):
         sizes = _per_axis(spec["output_size"], rank)
         return [_adaptive_axis(L, L if o is None else o) for L, o in zip(spatial, sizes)]

@@ -52,7 +52,7 @@ def max_cases(draw, op, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op", ["max_pool", "adaptive_max_pool"])
+@pytest.mark.parametrize("op", ["max_pool", "adaptive_max_pool", "fractional_max_pool"])
 @FEW
 @given(data=st.data())
 def test_max_ops_match_loop_under_every_policy(op, dtype, data):

@@ -100,3 +100,14 @@ def test_lp_pool():
 
 def test_bfloat16_is_rounded_once():
     assert float(round_to(np.array(1 + 2**-8 + 2**-30), ml_dtypes.bfloat16)) == 1 + 2**-7
+
+
+@pytest.mark.parametrize("regions, y, dx", [
+    ([[0, 2], [2, 3], [3, 5]], [5, 2, 4], [0, 1, 2, 4, 0]),   # TensorFlow sequence [0, 2, 3, 5]
+    ([[0, 3], [2, 4], [3, 5]], [5, 4, 4], [0, 1, 0, 6, 0]),   # the same, overlapping
+])
+def test_fractional_regions(regions, y, dx):
+    s = spec(op="fractional_max_pool", regions=[regions])
+    x = one_d([1, 5, 2, 4, 3])
+    assert forward(s, x)[0, 0].tolist() == y
+    assert backward(s, x, one_d([1, 2, 4]))[0, 0].tolist() == dx

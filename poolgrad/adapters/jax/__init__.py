@@ -100,6 +100,8 @@ def reduce_window_args(spec, geom, spatial) -> Window | Unsupported:
 
 def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
     """The window for an input of ``shape`` (N, C, *spatial), or why none exists."""
+    if spec.op == "fractional_max_pool":
+        return Unsupported("JAX and Flax have no fractional max pooling")
     if variant in IDIOMS:
         return _idiom(spec, variant, shape)
     geom = resolve(spec, shape)

@@ -14,6 +14,15 @@ specs each can express), channels-last like every TF call here:
   patches         tf.image.extract_patches (2-D; padding VALID or SAME, strides, rates) then
                   reduce_max / reduce_mean over each window's taps
 
+fractional_max_pool (2-D, eager only): tf.raw_ops.FractionalMaxPool, differentiated by the tape
+(its registered gradient is FractionalMaxPoolGrad fed the op's own row and column pooling
+sequences). The op draws its sequences itself; the only control is its seed, so the adapter
+tries seeds (deterministic=True) until the op draws the case's sequences, checks that it did,
+and reports that call's output and gradient: the framework's own forward and backward over
+exactly the case's regions, never a forward computed some other way. Regions TensorFlow cannot
+draw (steps other than floor(L / out) and one more, a first region not at 0, a last not ending
+at L) are Unsupported; so are float16 and bfloat16, which the op has no kernel for.
+
 Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
 exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
 emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
@@ -59,6 +68,9 @@ class Call:
     # the shape x (reshape) or the patches are viewed as first.
     axes: tuple | None = None
     shape: tuple | None = None
+    # fractional_max_pool (api "fractional"): the row and column pooling sequences, overlapping.
+    sequences: tuple | None = None
+    overlapping: bool = False
 
 
 def _idiom(spec, variant: str, shape) -> Call | Unsupported:
@@ -90,8 +102,50 @@ def _idiom(spec, variant: str, shape) -> Call | Unsupported:
     return Call("reduce", spec.op, rank, None, None, None, None, tuple(range(1, rank + 1)))
 
 
+def pooling_sequence(regions, length: int) -> tuple[tuple[int, ...], bool] | str:
+    """TensorFlow's pooling sequence for one dim's regions and whether they overlap, or why
+    TensorFlow cannot draw them: regions [seq[i], seq[i+1]), or overlapping [seq[i], seq[i+1]]
+    (clipped to the input), with seq[0] = 0, seq[-1] = L and steps of floor(L / out) or one more
+    (GeneratePoolingSequence, tensorflow/core/kernels/fractional_pool_common.cc)."""
+    seq = (*(start for start, _ in regions), length)
+    out, k = len(regions), length // len(regions)
+    if seq[0] != 0 or any(b <= a for a, b in zip(seq, seq[1:])):
+        return f"region starts {seq[:-1]} are not increasing from 0"
+    steps = sorted({b - a for a, b in zip(seq, seq[1:])})
+    if not set(steps) <= {k, k + 1}:
+        return f"steps {steps} between region starts: TensorFlow draws steps of {k} and {k + 1} for {out} of {length}"
+    stops = tuple(stop for _, stop in regions)
+    for overlapping in (False, True):
+        if stops == tuple(min(b + overlapping, length) for b in seq[1:]):
+            return seq, overlapping
+    return (f"stops {stops}: TensorFlow's regions end at the next start ({seq[1:]}) or, overlapping, "
+            f"one past it (clipped to {length})")
+
+
+def _fractional(spec, variant: str, shape) -> Call | Unsupported:
+    if variant != "eager":
+        return Unsupported("poolgrad calls tf.raw_ops.FractionalMaxPool eagerly only (the eager variant)")
+    if len(shape) != 4:
+        return Unsupported("tf.nn.fractional_max_pool is 2-D only")
+    if spec.dtype in ("float16", "bfloat16"):
+        return Unsupported(f"tf.nn.fractional_max_pool has no {spec.dtype} kernel (float32, float64, int32, int64)")
+    found = [pooling_sequence(regions, length) for regions, length in zip(spec.regions, shape[2:])]
+    why = [f"dim {d}: {f}" for d, f in enumerate(found) if isinstance(f, str)]
+    if why:
+        return Unsupported(f"regions TensorFlow's fractional max pooling cannot draw: {'; '.join(why)}")
+    # One `overlapping` flag for both dims; a dim with one region reads the same either way.
+    modes = {overlapping for (_, overlapping), regions in zip(found, spec.regions) if len(regions) > 1}
+    if len(modes) > 1:
+        return Unsupported("rows overlap and columns do not (or the reverse): TensorFlow's overlapping is one "
+                           "flag for both")
+    return Call("fractional", spec.op, 2, None, None, None, None,
+                sequences=tuple(seq for seq, _ in found), overlapping=True in modes)
+
+
 def plan(spec, variant: str, shape) -> Call | Unsupported:
     """Map a spec onto the variant's TF API, or why none exists."""
+    if spec.op == "fractional_max_pool":
+        return _fractional(spec, variant, shape)
     if variant in IDIOMS:
         return _idiom(spec, variant, shape)
     geom = resolve(spec, shape)

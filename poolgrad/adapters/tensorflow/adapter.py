@@ -42,6 +42,8 @@ def _pool_fn(call: Call):
         reduce = tf.reduce_max if call.op in idioms.MAX_OPS else tf.reduce_mean
         view = _IDIOMS[call.api]
         return lambda x: (reduce(view(call, x), axis=call.axes, keepdims=call.api == "reduce"), None)
+    if call.api == "fractional":
+        return functools.partial(_fractional, call)
     if call.api == "argmax":
         # argmax is TF's flat index within one NHWC image, (y*W + x)*C + c (the default
         # include_batch_in_index=False), so a case's indices do not depend on its place in the
@@ -54,6 +56,53 @@ def _pool_fn(call: Call):
                                      dilations=call.dilation), None)
     fn = getattr(tf.nn, f"{call.op}{call.rank}d")
     return lambda x: (fn(x, call.kernel, call.stride, tf_pad(call.padding)), None)
+
+
+class NoSeed(ValueError):
+    """No seed tried makes FractionalMaxPool draw the case's sequences: TensorFlow offers no
+    other way to give it regions, so the call cannot be made (a refusal, see _REFUSALS)."""
+
+
+SEED_TRIES = 4096   # a 7 x 7 input pooled to 5 x 5 has 100 sequence pairs; 4096 seeds draw each
+
+
+def pooling_ratio(sequences: tuple, height: int, width: int) -> list[float]:
+    """FractionalMaxPool's pooling_ratio for an output of len(sequence) - 1 per dim: a ratio
+    whose floor(length / ratio) (computed in float32 by the op) is that output length, between
+    length / (out + 1) and length / out, and at least 1 as the op requires."""
+    def ratio(length, out):
+        return 1.0 if out == length else length / (out + 0.5)
+    return [1.0, ratio(height, len(sequences[0]) - 1), ratio(width, len(sequences[1]) - 1), 1.0]
+
+
+@functools.lru_cache(maxsize=256)
+def fractional_seed(sequences: tuple, height: int, width: int) -> int:
+    """The first seed (deterministic=True, seed2 0) for which FractionalMaxPool draws
+    ``sequences`` for a height x width input: its sequences depend on the seed and the sizes
+    only (GeneratePoolingSequence), not on the values or the overlapping flag."""
+    ratio = pooling_ratio(sequences, height, width)
+    probe = tf.zeros((1, height, width, 1))
+    for seed in range(1, SEED_TRIES + 1):
+        _, rows, cols = tf.raw_ops.FractionalMaxPool(value=probe, pooling_ratio=ratio, pseudo_random=False,
+                                                     overlapping=False, deterministic=True, seed=seed, seed2=0)
+        if (tuple(rows.numpy().tolist()), tuple(cols.numpy().tolist())) == sequences:
+            return seed
+    raise NoSeed(f"none of the seeds 1-{SEED_TRIES} makes tf.raw_ops.FractionalMaxPool draw the pooling sequences "
+                 f"{sequences} for a {height} x {width} input")
+
+
+def _fractional(call: Call, x):
+    """FractionalMaxPool (NHWC) with the seed that draws the call's sequences, checked: the
+    op's own forward over the case's regions; the tape's gradient of it is FractionalMaxPoolGrad
+    fed those sequences."""
+    height, width = int(x.shape[1]), int(x.shape[2])
+    y, rows, cols = tf.raw_ops.FractionalMaxPool(
+        value=x, pooling_ratio=pooling_ratio(call.sequences, height, width), pseudo_random=False, overlapping=call.overlapping, deterministic=True,
+        seed=fractional_seed(call.sequences, height, width), seed2=0)
+    drawn = (tuple(rows.numpy().tolist()), tuple(cols.numpy().tolist()))
+    if drawn != call.sequences:
+        raise AssertionError(f"FractionalMaxPool drew {drawn}, not the case's {call.sequences}")
+    return y, None
 
 
 def _patches(call: Call, x):

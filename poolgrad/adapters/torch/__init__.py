@@ -6,8 +6,13 @@ Variants:
   channels_last   the same call on channels_last / channels_last_3d tensors (2-D and 3-D only)
   compile         torch.compile(<the eager call>, dynamic=False), inductor backend
   module          the torch.nn module (nn.MaxPool2d, nn.LPPool3d, ...)
-  return_indices  max_pool / adaptive_max_pool with return_indices=True; ``Outcome.indices`` is
-                  torch's int64 index: the flat position in each (n, c) plane's spatial dims
+  return_indices  max_pool / adaptive_max_pool / fractional_max_pool with return_indices=True;
+                  ``Outcome.indices`` is torch's int64 index: the flat position in each (n, c)
+                  plane's spatial dims
+
+fractional_max_pool runs in eager and return_indices only: F.fractional_max_pool<r>d (2-D, 3-D)
+with ``_random_samples`` that make torch's interval formula give the case's regions
+(:func:`fractional_samples`).
 
 Pooling as users write it without a pooling function (poolgrad/adapters/idioms.py says which
 specs each can express):
@@ -27,6 +32,9 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+import ml_dtypes
+import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
@@ -100,9 +108,91 @@ def _idiom(spec, variant: str, shape) -> dict | Unsupported:
     return {"unfold": unfold, "shape": (*shape[:2], math.prod(window.kernel), *window.out_shape), "dim": 2}
 
 
+# The dtypes torch's interval formula computes in: the input's own (generate_intervals<scalar_t>
+# in aten/src/ATen/native/FractionalMaxPooling.h; c10::Half and BFloat16 round every operation
+# to the type, as NumPy's float16 and ml_dtypes' bfloat16 do).
+_SAMPLE_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64}
+
+
+def torch_intervals(sample, length: int, out: int, kernel: int, dtype) -> list[int]:
+    """torch's window starts along one dim (generate_intervals): start_i = int((i + u) * alpha)
+    - int(u * alpha) with alpha = (length - kernel) / (out - 1), every operation in ``dtype``;
+    the last start is always length - kernel."""
+    t = _SAMPLE_DTYPES[dtype]
+    u = t(sample)
+    starts = []
+    if out > 1:
+        alpha = t(t(length - kernel) / t(out - 1))
+        starts = [int(t(t(t(i) + u) * alpha)) - int(t(u * alpha)) for i in range(out - 1)]
+    return starts + [length - kernel]
+
+
+def _sample_for(starts: list[int], length: int, kernel: int, dtype) -> float | None:
+    """A sample u in [0, 1), exact in ``dtype``, whose torch intervals are ``starts``, or None.
+    The starts change only where some (i + u) * alpha crosses an integer, so trying u = 0,
+    every such crossing (and the values of ``dtype`` beside it) and the midpoints between
+    crossings tries every sequence the formula can give."""
+    out = len(starts)
+    t = _SAMPLE_DTYPES[dtype]
+    alpha = (length - kernel) / (out - 1) if out > 1 else 0.0
+    cuts = sorted({m / alpha - i for i in range(out - 1) for m in range(int(i * alpha), int((i + 1) * alpha) + 2)
+                   if 0 <= m / alpha - i < 1} | {0.0}) if alpha else [0.0]
+    candidates = cuts + [(a + b) / 2 for a, b in zip(cuts, cuts[1:] + [1.0])]
+    for c in candidates:
+        for u in (t(c), np.nextafter(t(c), t(1)), np.nextafter(t(c), t(0))):
+            if 0 <= float(u) < 1 and torch_intervals(u, length, out, kernel, dtype) == starts:
+                return float(u)
+    return None
+
+
+def fractional_samples(spec, shape) -> tuple[tuple[int, ...], tuple[float, ...]] | Unsupported:
+    """(kernel_size, one sample per spatial dim in spatial order) that make torch pool the spec's
+    regions, or why torch cannot: its windows have one size per dim, start where its formula
+    puts them (the first at 0, the last at length - kernel, the others spread by alpha)."""
+    dtype = spec.dtype or "float32"
+    kernel, samples = [], []
+    for d, (regions, length) in enumerate(zip(spec.regions, shape[2:])):
+        sizes = sorted({stop - start for start, stop in regions})
+        if len(sizes) != 1:
+            return Unsupported(f"regions of sizes {sizes} along dim {d}: torch fractional max pooling has one window "
+                               "size (kernel_size) per dim")
+        starts = [start for start, _ in regions]
+        if len(starts) + sizes[0] - 1 > length:
+            return Unsupported(f"{len(starts)} windows of size {sizes[0]} along dim {d} of length {length}: torch "
+                               "refuses output + kernel - 1 > input")
+        u = _sample_for(starts, length, sizes[0], dtype)
+        if u is None:
+            return Unsupported(f"starts {starts} along dim {d}: no _random_samples value makes torch's interval "
+                               f"formula give them (for length {length}, kernel {sizes[0]}, {dtype})")
+        kernel.append(sizes[0])
+        samples.append(u)
+    return tuple(kernel), tuple(samples)
+
+
+def _fractional(spec, variant: str, shape) -> dict | Unsupported:
+    if variant not in ("eager", "return_indices"):
+        return Unsupported("poolgrad calls torch's fractional max pooling as F.fractional_max_pool2d/3d, "
+                           "eagerly, with and without return_indices")
+    if len(shape) not in (4, 5):
+        return Unsupported("torch has fractional max pooling in 2-D and 3-D only")
+    found = fractional_samples(spec, shape)
+    if isinstance(found, Unsupported):
+        return found
+    kernel, samples = found
+    # torch reads one sample per (n, c) plane and dim, W before H in 2-D (FractionalMaxPool2d.cpp)
+    # and T, H, W in 3-D (FractionalMaxPool3d.cpp); every plane pools the same regions.
+    order = samples[::-1] if len(shape) == 4 else samples
+    kw = {"kernel_size": kernel, "output_size": tuple(len(r) for r in spec.regions), "_random_samples": order}
+    if variant == "return_indices":
+        kw["return_indices"] = True
+    return kw
+
+
 def plan(spec, variant: str, shape) -> dict | Unsupported:
     """The keyword arguments of the call (shared by the functional and nn.Module forms) for an
     input of ``shape`` (N, C, *spatial), or why the spec is not expressible in this variant."""
+    if spec.op == "fractional_max_pool":
+        return _fractional(spec, variant, shape)
     if variant in IDIOMS:
         return _idiom(spec, variant, shape)
     rank = len(shape) - 2

@@ -31,9 +31,22 @@ torch.backends.cudnn.allow_tf32 = False
 
 def _functional(op: str, rank: int, kw: dict):
     fn = getattr(F, f"{op}{rank}d")
+    if "_random_samples" in kw:
+        return _fractional(fn, kw)
 
     def call(t):
         return fn(t, **kw)
+    return call
+
+
+def _fractional(fn, kw: dict):
+    """F.fractional_max_pool<r>d with the plan's samples as torch takes them: a contiguous
+    (N, C, rank) tensor of the input's dtype, the same samples for every plane."""
+    samples, rest = kw["_random_samples"], {k: v for k, v in kw.items() if k != "_random_samples"}
+
+    def call(t):
+        u = torch.tensor(samples, dtype=t.dtype, device=t.device).expand(*t.shape[:2], len(samples))
+        return fn(t, _random_samples=u.contiguous(), **rest)
     return call
 
 
