@@ -15,6 +15,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 
+from .accumulate import scatter_taps
 from .dtypes import work_dtype
 from .geometry import same_padding
 from .spec import PoolSpec
@@ -40,6 +41,7 @@ PROPERTIES = {
     "padding": "a window reads padding",
     "padding_could_win": "a window reads padding and its largest real element is negative or -0.0 (a zero pad would win or tie)",
     "empty_window": "a window has no real element",
+    "nonfinite_unread": "an element that no window reads is NaN or infinite",
     "ceil_overhang": "a ceil_mode window reaches past the padded input",
     "zero_window": "a window's real elements are all zero",
     "zero_power_sum": "lp_pool: a window's sum of x ** p over its real elements is exactly zero (all zeros, or terms that cancel)",
@@ -148,6 +150,12 @@ def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
         per_case = np.logical_or.reduceat(hits, starts[filled], axis=1)
         for column, i in enumerate(filled):
             found[i].update(name for name, hit in zip(names, per_case[:, column]) if hit)
+    nonfinite = [i for i, xi in enumerate(xs) if xi.size and not np.isfinite(xi.astype(np.float64)).all()]
+    if nonfinite:
+        unread = _unread(spec, x.shape)
+        for i in nonfinite:
+            if (~np.isfinite(xs[i].astype(np.float64)) & unread).any():
+                found[i].add("nonfinite_unread")
     flushable = [i for i, props in enumerate(found) if "subnormal" in props and "ties" not in props]
     if flushable:
         flushed = [np.where(_subnormal(xs[i], tiny), np.copysign(0.0, xs[i].astype(np.float64)), xs[i]).astype(x.dtype)
@@ -159,6 +167,17 @@ def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
         if "ties" in props:
             props.add("ties_if_flushed")
     return [frozenset(props) for props in found]
+
+
+def _unread(spec: PoolSpec, shape) -> np.ndarray:
+    """Per input element of a (1, 1, *spatial) plane: no window reads it (a stride past the
+    kernel, a VALID or floor-mode edge)."""
+    plan = plan_for(spec, (1, 1, *shape[2:]))
+    padded = plan.pad(np.zeros((1, 1, *shape[2:]))).shape
+    out = (1, 1, *plan.geom.out_shape)
+    reads = scatter_taps(plan, padded, [np.ones(out) if valid is None else np.broadcast_to(valid, out).astype(float)
+                                        for _, valid in plan.taps], np.dtype(np.float64))
+    return plan.unpad(reads) == 0
 
 
 def _subnormal(x: np.ndarray, tiny: float) -> np.ndarray:
