@@ -277,7 +277,7 @@ def semantics_page(knowledge: kb.Knowledge) -> str:
         found = sorted(by_section[s.anchor], key=lambda f: (f.framework, -_rank(f, severity), f.id))
         lines += ["", f"## {s.title}", "", " ".join(s.text.split()), ""]
         if s.anchor == "reductions":
-            paths = [f"{fw} {v}" for fw in FRAMEWORKS for v in idiom_variants(fw)]
+            paths = [f"{fw} {v}" for fw in sorted(FRAMEWORKS) for v in idiom_variants(fw)]
             if paths:
                 lines += [f"Paths of this kind the suite runs: {', '.join(paths)}.", ""]
         if not found:
@@ -293,12 +293,13 @@ def _rank(f: kb.Finding, severity: list[str]) -> int:
 
 
 def frameworks_with_findings(knowledge: kb.Knowledge) -> list[str]:
-    return list(dict.fromkeys(f.framework for f in knowledge))
+    # sorted: the registry's order depends on how entry points were found
+    return sorted({f.framework for f in knowledge})
 
 
 def framework_page(knowledge: kb.Knowledge, framework: str) -> str:
     """docs/frameworks/<framework>.md: every finding of the framework, for its maintainers."""
-    found = [f for f in knowledge if f.framework == framework]
+    found = sorted((f for f in knowledge if f.framework == framework), key=lambda f: f.id)
     lines = [f"# {framework}: where its pooling paths depart from the spec", "", GENERATED, "",
              f"{len(found)} findings, each under its id's anchor. SPEC.md defines the policies a claim names; "
              "`python -m poolgrad.upstream ID` drafts a report for a finding that has none.", "",
