@@ -208,8 +208,6 @@ def upstream_lines(f: kb.Finding) -> list[str]:
         title = r.title or r.url
         kind = f"fix ({r.state})" if r.type == "fix" else r.type
         lines.append(f"{kind}: [{_escape(title)}]({r.url})" + (f": {r.note}" if r.note else ""))
-    if not lines and f.link != kb.NO_UPSTREAM:
-        lines.append(f"<{f.link}>")  # an entry not typed yet (the older link field)
     return lines or [kb.NO_UPSTREAM]
 
 
@@ -226,7 +224,8 @@ def example_path(f: kb.Finding) -> str | None:
 
 
 def reproduce_command(f: kb.Finding) -> str | None:
-    """The run that shows the finding on its example: its first variant and device."""
+    """The run that shows the finding on its example: its first variant and device, failing
+    where the finding explains a result (``--fail-on`` its impact), so the test names it."""
     example = example_path(f)
     if example is None:
         return None
@@ -236,6 +235,8 @@ def reproduce_command(f: kb.Finding) -> str | None:
             "--variants", variant, "--devices", device]
     if "backward" not in f.modes:
         args += ["--ad-modes", "all"]
+    if f.impact in kb.IMPACTS:  # a known behaviour passes; at its own impact it fails, named
+        args += ["--fail-on", f.impact]
     return shlex.join(args)
 
 
