@@ -10,6 +10,7 @@ policy (never from a framework)."""
 import json
 
 import numpy as np
+import pytest
 
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import findings as kb
@@ -123,6 +124,10 @@ def test_a_finding_the_new_release_no_longer_shows_reads_fixed_upstream_with_its
     assert "fixed (1):\n  nans on otherfw-eager-cpu" in out
     assert (f"fixed upstream (1):\n  otherfw-cpu-last-nan: gone from the 1 result it explained on otherfw-eager-cpu; "
             f"fix {FIX} (merged in 2.14.0)") in out
+    # The HTML report's changes against the baseline say so too (fix from the record's finding).
+    assert main(["build", str(new), "--baseline", str(old), "-o", str(tmp_path / "r.html")]) == 0
+    assert f"<li>otherfw-cpu-last-nan: gone from the 1 result it explained on otherfw-eager-cpu; fix {FIX}" in (
+        tmp_path / "r.html").read_text()
     # The lanes' history marks 2.14.0 as the first release without it, and the range ends there.
     history = build([old, new], knowledge, {"cpu": "test", "cpu_features": [], "onednn_max_cpu_isa": None})
     assert fixed_in(history, "otherfw-cpu-last-nan") == "2.14.0"
@@ -153,3 +158,16 @@ def test_an_older_release_without_the_behaviour_is_no_fix(tmp_path, capsys):
     code, out = _diff(tmp_path, newer, older, capsys)
     assert code == 1 and "fixed (1):\n  nans on otherfw-eager-cpu" in out
     assert "fixed upstream" not in out
+
+
+@pytest.mark.parametrize("per_release, fixed", [
+    ({"2.11.0": [4, 0], "2.13.0": [0, 2], "2.14.0": [0, 2]}, "2.13.0"),   # the first release without it
+    ({"2.11.0": [0, 3], "2.13.0": [4, 0]}, ""),                          # still holds in the newest
+    ({"2.11.0": [4, 0], "2.13.0": [1, 1], "2.14.0": [0, 0]}, ""),        # partly, then not seen: not gone
+    ({"2.11.0": [0, 3]}, ""),                                             # never held
+])
+def test_fixed_in_is_the_first_release_measured_without_it_after_the_newest_with_it(per_release, fixed):
+    lanes = [{"lane": f"otherfw-{v}", "framework": "otherfw", "version": v} for v in per_release]
+    history = {"format": "poolgrad-history/1", "lanes": lanes,
+               "findings": {"f": {f"otherfw-{v}": c for v, c in per_release.items()}}}
+    assert fixed_in(history, "f") == fixed
