@@ -62,6 +62,7 @@ PROPERTIES = {
     "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly, or fractional regions that partition the input",
     "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
     "adaptive_unit_last_axis": "adaptive pooling whose output length or input length is 1 on the last spatial axis",
+    "fractional_unit_steps": "fractional regions of one size that start at every position along some axis (output + size - 1 = input length)",
 }
 
 
@@ -122,6 +123,10 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
             np.array_equal(np.bincount(a.positions[a.in_window], minlength=a.length), np.ones(a.length))
             for a in geom.axes):
         found.add("non_overlapping")
+    if spec.regions is not None and any(  # torch's 3-D kernel refuses these windows
+            len({stop - start for start, stop in dim}) == 1 and [start for start, _ in dim] == list(range(len(dim)))
+            and dim[-1][1] == a.length for dim, a in zip(spec.regions, geom.axes)):
+        found.add("fractional_unit_steps")
     unit = [spec.is_adaptive and (a.length == 1 or a.out == 1) for a in geom.axes]
     if any(unit):
         found.add("adaptive_unit_axis")
