@@ -36,10 +36,11 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 86-93: the GPU column (issue 15): CUDA's (max and avg_pool3d) and XLA:GPU's atomic gradient adds, CUDA's 2-D float32
     # sums, channels-last padding and seed faults, its empty-window index, torch 2.11 compile's padding
     # rule; CPU entries whose behaviour the GPU shares were widened to both devices, not copied
-    # 94-103: lp pooling's unread NaN (e0c19df), AvgPool's float32 sum overflow (6298fdf) and fractional
-    # max pooling (issue 30): torch's last NaN and dtype sums, TensorFlow's NaN skip, its gradient's
-    # refusal of a NaN-first or all -inf region, and its dtype sums
-    assert 25 <= len(KB) <= 103
+    # 94-105: lp pooling's unread NaN (e0c19df), AvgPool's float32 sum overflow (6298fdf) and fractional
+    # max pooling (issue 30): torch's last NaN, dtype sums and 3-D refusal of unit steps, TensorFlow's
+    # NaN skip, its gradient's refusal of a NaN-first or all -inf region, its dtype sums and its missing
+    # second-order gradient
+    assert 25 <= len(KB) <= 105
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
