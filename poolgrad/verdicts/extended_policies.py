@@ -107,8 +107,10 @@ class Policy:
             return Result(r.forward.transpose(axes), r.grad_input.transpose(axes), r.valid)
         xs = flush_subnormals(x) if self.ftz else x
         if self.tie in ("all", "split"):
-            # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz.
-            fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward if self.ftz == "daz"
+            # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz,
+            # +0.0 over -0.0 where zeros are ordered (a reduction's max of tied zeros).
+            fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward
+                   if self.ftz == "daz" or self.signed_zero == "ordered"
                    else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
             bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
