@@ -1,6 +1,7 @@
 """Drafts of upstream reports, ready for a person to check and file: poolgrad files nothing.
 
     python -m poolgrad.upstream FINDING_ID            # print the draft (Markdown)
+    python -m poolgrad.upstream FINDING_ID --run      # with the reproducer's output on this machine
     python -m poolgrad.upstream --write DIR           # one file per finding with no report upstream
     python -m poolgrad.upstream --write DIR --framework torch
     python -m poolgrad.upstream FINDING_ID --write DIR
@@ -20,7 +21,9 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import platform
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jinja2
@@ -126,7 +129,7 @@ def others(knowledge: kb.Knowledge, f: kb.Finding, case) -> list[str]:
             lines += [f"{name} {', '.join(semantics.variants_of(g))}: {g.title} ({g.claim_text()}; finding {g.id})"
                       for g in found]
         else:
-            lines.append(f"{name}: follows the spec on cases like this one (no finding in scope)")
+            lines.append(f"{name}: no finding covers this case (its paths followed the spec on the suite's cases of this kind)")
     return lines
 
 
@@ -140,8 +143,23 @@ def spec_text(f: kb.Finding, case) -> str:
             + (f" (impact: {kb.IMPACTS[f.impact]})." if f.impact in kb.IMPACTS else "."))
 
 
-def draft(knowledge: kb.Knowledge, f: kb.Finding) -> str:
-    """The Markdown draft of an upstream report of ``f``."""
+def run_script(script: str, timeout: float = 600) -> dict:
+    """The reproducer run alone with this interpreter in an empty directory: its exit status and
+    the last lines it printed."""
+    with tempfile.TemporaryDirectory() as empty:
+        (Path(empty) / "repro.py").write_text(script)
+        try:
+            done = subprocess.run([sys.executable, "repro.py"], cwd=empty, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"status": f"no exit within {timeout:.0f} s", "text": ""}
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    status = done.returncode if done.returncode >= 0 else f"killed by signal {-done.returncode}"
+    return {"status": status, "text": "\n".join(lines[-40:])}
+
+
+def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
+    """The Markdown draft of an upstream report of ``f``; ``run``: with the reproducer's output
+    on this machine."""
     case = example_case(f)
     target = target_of(f, case)
     try:
@@ -160,7 +178,7 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding) -> str:
     case_words = f"{case.spec.op}{case.input.ndim - 2}d, {case.spec.dtype}, input shape {tuple(case.input.shape)}"
     return template.render(f=f, title=f.title, script=script, env=environment(f.framework, target.device),
                            spec_text=spec_text(f, case), others=others(knowledge, f, case), repo=repo, form=form,
-                           call_words=call_words, case_words=case_words)
+                           call_words=call_words, case_words=case_words, output=run_script(script) if run else None)
 
 
 def main(argv=None) -> int:
@@ -168,6 +186,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ids", nargs="*", metavar="FINDING_ID", help="the findings to draft (with --write and none: every finding without a report)")
     p.add_argument("--write", metavar="DIR", help="write DIR/<finding-id>.md instead of printing")
+    p.add_argument("--run", action="store_true", help="run each reproducer here and put its output in the draft")
     p.add_argument("--framework", action="append", default=[], metavar="NAME", help="with --write and no FINDING_ID: only this framework's findings (repeatable)")
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the knowledge base (repeatable)")
     args = p.parse_args(argv)
@@ -183,7 +202,7 @@ def main(argv=None) -> int:
     failed = 0
     for f in chosen:
         try:
-            text = draft(knowledge, f)
+            text = draft(knowledge, f, run=args.run)
         except NoDraft as e:
             print(f"no draft: {e}", file=sys.stderr)
             failed += 1

@@ -58,6 +58,17 @@ def test_the_drafts_reproducer_exits_1_while_the_behaviour_holds(finding_id, tmp
     assert any("differ" in p and p["expected"] != p["actual"] for p in printed.values()), out.stdout
 
 
+def test_run_puts_the_reproducers_output_in_the_draft(capsys):
+    f = BY_ID["jax-max-neginf-window-padding-wins"]
+    if not registry.installed(f.framework):
+        pytest.skip("jax is not installed")
+    assert upstream.main([f.id, "--run"]) == 0
+    draft = capsys.readouterr().out
+    output = re.search(r"^Its output here \(exit status (\S+)\):\n\n```\n(.*?)^```$", draft, re.S | re.M)
+    assert output[1] == "1" and "cells differ" in output[2] and "the divergence holds" in output[2]
+    assert draft.index("```python") < output.start()  # the reproducer stays the first block
+
+
 def test_the_same_reproducer_exits_0_on_a_case_the_framework_handles_canonically(tmp_path):
     f = BY_ID["torch-max-last-nan-wins"]
     if not registry.installed(f.framework):
@@ -76,13 +87,14 @@ def test_the_same_reproducer_exits_0_on_a_case_the_framework_handles_canonically
 
 def test_write_drafts_every_finding_without_a_report(tmp_path, capsys):
     own = ["torch", "tensorflow", "jax"]
+    knowledge = findings.load()  # as main reads it, not as at import (the files may have changed since)
     status = upstream.main(["--write", str(tmp_path), *(a for fw in own for a in ("--framework", fw))])
     written = {p.stem for p in tmp_path.glob("*.md")}
-    unreported = {f.id for f in KB if f.framework in own and not semantics.reported(f)}
+    unreported = {f.id for f in knowledge if f.framework in own and not semantics.reported(f)}
     refused = {line.split("'")[1] for line in capsys.readouterr().err.splitlines() if line.startswith("no draft")}
     # Every unreported finding is drafted, or named on stderr (only for want of an example).
     assert written | refused == unreported and not written & refused
-    assert all(BY_ID[i].example is None for i in refused)
+    assert all(f.example is None for f in knowledge if f.id in refused)
     assert status == (1 if refused else 0)
     assert all(first_python_block((tmp_path / f"{i}.md").read_text()) for i in written)
 
