@@ -94,12 +94,14 @@ refused where the spec has a result, a crash, or a gradient that is wrong for th
 
 
 def idiom_variants(framework: str) -> tuple[str, ...]:
-    """The variants of ``framework`` that pool by a reduction, reshape or patches (its planner's
-    ``IDIOMS``)."""
+    """The variants of ``framework`` that pool by a reduction, reshape, patches or a global layer
+    (the ``IDIOMS`` of the planner that plans each variant)."""
     fw = FRAMEWORKS.get(framework)
-    if fw is None or fw.planner is None:
+    if fw is None:
         return ()
-    return tuple(getattr(importlib.import_module(fw.planner), "IDIOMS", ()))
+    planners = {v: fw.worker(v).planner for v in fw.variants}
+    return tuple(v for v, planner in planners.items()
+                 if planner and v in getattr(importlib.import_module(planner), "IDIOMS", ()))
 
 
 def _required(f: kb.Finding) -> set[str]:
@@ -108,7 +110,8 @@ def _required(f: kb.Finding) -> set[str]:
 
 
 def section_of(f: kb.Finding) -> Section:
-    """Reductions first (by path), then low-precision sums (by claim), then by the case's values."""
+    """Reductions first (by path), subnormals, low-precision sums (by claim), then by the case's
+    values, then by the policy claimed."""
     by_anchor = {s.anchor: s for s in SECTIONS}
     required = _required(f)
     idioms = idiom_variants(f.framework)
@@ -116,11 +119,18 @@ def section_of(f: kb.Finding) -> Section:
         return by_anchor["reductions"]
     if "subnormal" in required:
         return by_anchor["subnormals"]
-    sums = "accumulate" in f.forward or "accumulate" in f.gradient or f.verdict == "nondeterministic"
+    sums = ("accumulate" in f.forward or "accumulate" in f.gradient or f.verdict == "nondeterministic"
+            or f.impact == "rounding")
     if sums or required & set(by_anchor["low-precision-sums"].properties):
         return by_anchor["low-precision-sums"]
     for anchor in ("signed-zeros", "nans", "infinities", "ties"):
         if required & set(by_anchor[anchor].properties):
+            return by_anchor[anchor]
+    # No case property decides: what the claimed policy is about does (an AD mode's claim).
+    claimed = {*f.forward, *f.gradient}
+    for keys, anchor in ((("signed_zero",), "signed-zeros"), (("nan", "nan_tie"), "nans"), (("ftz",), "subnormals"),
+                         (("init", "padding"), "infinities"), (("tie", "order"), "ties")):
+        if claimed & set(keys):
             return by_anchor[anchor]
     return by_anchor["other"]
 

@@ -23,6 +23,8 @@ from .. import idioms
 from ..base import Unsupported
 
 VARIANTS = ("keras", "keras_global", "keras_global_cf")
+# The variants that pool without a pooling layer's windows (as the frameworks' planners name theirs)
+IDIOMS = ("keras_global", "keras_global_cf")
 GLOBAL_NAMES = {"adaptive_max_pool": "GlobalMaxPooling", "adaptive_avg_pool": "GlobalAveragePooling"}
 LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
