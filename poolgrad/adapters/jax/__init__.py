@@ -33,7 +33,10 @@ IDIOMS = ("reduce", "reduce_jit", "reshape", "patches")
 AD_MODES = {"jvp": ("eager", "jit", "reduce", "reduce_jit"), "double_backward": ("eager", "jit", "reduce", "reduce_jit")}
 # eager: XLA compiles each primitive of forward and VJP; keras: dozens of eagerly compiled
 # primitives in adaptive pooling; jit: one compilation of forward + VJP
-COSTS = {"keras": 1.2, "eager": 0.34, "flax": 0.28, "jit": 0.2}
+COSTS = {"keras": 1.2, "eager": 0.34, "flax": 0.28, "jit": 0.2,
+         # patches: the one-hot convolution and its VJP compile per group, the dearest idiom
+         "patches": 0.62, "reduce": 0.45, "reshape": 0.18, "reduce_jit": 0.1,
+         "keras_global": 1.1, "keras_global_cf": 0.35}
 ENV_SWITCHES = ("XLA_FLAGS", "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION")
 
 

@@ -48,7 +48,9 @@ IDIOMS = ("reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "function", "reduce", "reduce_function"),
             "double_backward": ("eager", "function", "reduce", "reduce_function")}
-COSTS = {"xla": 0.2, "keras": 0.11, "function": 0.06}   # function: one trace per group
+COSTS = {"xla": 0.2, "keras": 0.11, "function": 0.06,   # function: one trace per group
+         "reduce": 0.11, "reduce_function": 0.24, "reduce_xla": 0.11, "reshape": 0.04, "patches": 0.06,
+         "keras_global": 0.11, "keras_global_cf": 0.11}
 ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "TF_DETERMINISTIC_OPS",
                 "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 

@@ -48,7 +48,8 @@ GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",),
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "compile", "amax", "max_dim"), "double_backward": ("eager", "amax", "max_dim")}
-COSTS = {"compile": 2.3, "keras": 0.05}   # inductor: two C++ kernels (forward, backward) per group
+COSTS = {"compile": 2.3, "keras": 0.05,   # inductor: two C++ kernels (forward, backward) per group
+         "keras_global": 0.05, "keras_global_cf": 0.05}
 ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE")
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
