@@ -13,6 +13,8 @@ each can express), a :class:`Reduction`:
                        windows that tile the input
   patches              lax.conv_general_dilated_patches (any rank, padding pairs, stride,
                        dilation as rhs_dilation) then jnp.max / jnp.mean over each window's taps
+reshape and patches run under jax.jit, as a model using them would (eager, every primitive of
+the patches' convolution and its VJP compiles on its own: 0.75 s a call group).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .. import idioms
 from ..base import Unsupported
 
 VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
-JITTED = ("jit", "flax", "reduce_jit")
+JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches")
 IDIOMS = ("reduce", "reduce_jit", "reshape", "patches")
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
