@@ -69,6 +69,14 @@ def _fresh_code(fn):
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
+def _flag(name: str):
+    """A paddle flag's value, or None where this release has no such flag (get_flags raises)."""
+    try:
+        return paddle.get_flags([name])[name]
+    except ValueError:
+        return None
+
+
 def _call(name: str, kw: dict):
     fn = getattr(F, name)
 
@@ -139,10 +147,9 @@ class PaddleAdapter(ModeMethods):
         return ["cpu", "gpu"] if self._gpu() else ["cpu"]
 
     def environment(self) -> dict[str, Any]:
-        flags = [f for f in ENV_SWITCHES if f.startswith("FLAGS_")]
         return {"paddle": paddle.__version__, "commit": paddle.version.commit,
                 "onednn": paddle.base.core.is_compiled_with_mkldnn(), "cuda": paddle.version.cuda(),
-                "flags": {k: str(v) for k, v in paddle.get_flags(flags).items()},
+                "flags": {f: str(v) for f in ENV_SWITCHES if f.startswith("FLAGS_") and (v := _flag(f)) is not None},
                 "gpu_name": paddle.device.cuda.get_device_name(0) if self._gpu() else None}
 
     def jvp(self, spec, variant, device, x, grad_output, tangent) -> Outcome:
