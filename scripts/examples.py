@@ -30,7 +30,7 @@ import numpy as np
 
 from poolgrad.cases import findings as kb
 from poolgrad.cases import make_case, write_case_file
-from poolgrad.cases.examples import mode_of, relative_path
+from poolgrad.cases.examples import mode_of, needs, relative_path
 from poolgrad.reports.records import read_results
 from poolgrad.reports.schema import mode_of as record_mode
 from poolgrad.suite.check import case_properties, op_name
@@ -87,10 +87,9 @@ def group_of(rec: dict) -> tuple:
 
 
 def shows(f: kb.Finding, rec: dict, seen: Seen, without: kb.Knowledge) -> bool:
-    """Whether the result needs ``f`` to be explained: the knowledge base without it does not
-    explain it (a finding whose claim changes nothing there is explained along with others)."""
-    env = seen.envs.get(rec.get("run_id")) or completed(None)
-    return judge_record(rec, without, env).outcome != "expected"
+    """Whether the result needs ``f`` to be explained (poolgrad.cases.examples.needs: a finding
+    whose claim changes nothing there is explained along with others)."""
+    return needs(f, judge_record(rec, without, seen.envs.get(rec.get("run_id")) or completed(None)))
 
 
 def choose(f: kb.Finding, seen: Seen, knowledge: kb.Knowledge, tries: int = 200):
