@@ -6,8 +6,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "poolgrad"
 # Lowest first: the executable spec, then what runs frameworks and judges their results, the
-# catalogue and knowledge base, reports, the run, and pytest's entry points.
-LAYERS = ["json_values", "reference", "adapters", "verdicts", "cases", "reports", "suite", "plugin", "cli",
+# catalogue and knowledge base, reports, drafts of upstream reports, the run, and pytest's entry points.
+LAYERS = ["json_values", "reference", "adapters", "verdicts", "cases", "reports", "upstream", "suite", "plugin", "cli",
           "conformance"]
 
 
