@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from poolgrad.adapters import jax as jax_plan, keras as keras_plan, tensorflow as tf_plan, torch as torch_plan
+from poolgrad.adapters import jax as jax_plan, keras as keras_plan, registry, tensorflow as tf_plan, torch as torch_plan
 from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import PoolSpec
 
@@ -109,3 +109,13 @@ def test_each_patch_function_says_what_it_cannot_take():
     assert plan(jax_plan, {"op": "max_pool", "kernel_size": 2}, "patches", (1, 2, 4, 4, 6)).shape == (1, 2, 8, 2, 2, 3)
     tf_call = plan(tf_plan, {"op": "max_pool", "kernel_size": 2, "stride": 1, "dilation": 2}, "patches", (2, 3, 5, 6))
     assert (tf_call.padding, tf_call.dilation, tf_call.shape) == ("VALID", (2, 2), (2, 3, 4, 4, 3))
+
+
+def test_the_records_register_the_idioms_with_their_index_layout_and_keras_worker():
+    torch_record = registry.get("torch")
+    # max(dim)'s indices are flat positions in the plane, judged as return_indices' are
+    assert torch_record.index_layouts["max_dim"] == torch_record.index_layouts["return_indices"] == "plane"
+    for framework in ("torch", "tensorflow", "jax"):
+        record = registry.get(framework)
+        for variant in ("keras_global", "keras_global_cf"):
+            assert variant in record.variants and record.worker(variant) == record.worker("keras")
