@@ -41,9 +41,11 @@ from poolgrad.reports.records import encode_array
 
 TEMPLATE = "upstream.md.j2"
 # Where each framework's reports go, and the form a draft follows there.
+# Keyed by the planner package's name: a variant another package plans (Keras) reports there.
 REPOSITORIES = {"torch": ("pytorch/pytorch", "the 🐛 Bug Report form; torch.compile findings: the torch.compile form"),
                 "tensorflow": ("tensorflow/tensorflow", "the TensorFlow Issue Template, type Bug"),
-                "jax": ("jax-ml/jax", "the Bug report form")}
+                "jax": ("jax-ml/jax", "the Bug report form"),
+                "keras": ("keras-team/keras", "the Bug Issue template")}
 
 _ENV = jinja2.Environment(
     loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(Path(reproducer.__file__).parent / "templates"),
@@ -94,7 +96,7 @@ def environment(framework: str, device: str) -> dict:
     distribution = next((d for d in fw.distributions if _version(d)), fw.distributions[0])
     return {"version": _version(distribution) or "not installed", "distribution": distribution, "device": device,
             "cpu": _cpu(), "python": platform.python_version(), "numpy": np.__version__,
-            "os": platform.platform(terse=True)}
+            "os": platform.platform(terse=True), "api": None}
 
 
 def _version(distribution: str) -> str | None:
@@ -166,17 +168,21 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
         script = reproducer.script(record(f, case, target))
     except reproducer.NotReproducible as e:
         raise NoDraft(f"finding {f.id!r}: {e}") from None
-    planner = registry.get(f.framework).worker(target.variant).planner or ""
-    try:
-        template = _ENV.get_template(f"{registry.get(f.framework).planner}/{TEMPLATE}")
-    except jinja2.TemplateNotFound:
-        template = _ENV.get_template("upstream_base.md.j2")
-    repo, form = REPOSITORIES.get(f.framework, (f"{f.framework}'s repository", ""))
+    fw = registry.get(f.framework)
+    planner = fw.worker(target.variant).planner or fw.planner or ""
+    # The form of the package that plans the variant (Keras's for keras), else the framework's.
+    template = _ENV.select_template([f"{p}/{TEMPLATE}" for p in dict.fromkeys((planner, fw.planner)) if p]
+                                    + ["upstream_base.md.j2"])
+    api = planner.rsplit(".", 1)[-1]
+    repo, form = REPOSITORIES.get(api, REPOSITORIES.get(f.framework, (f"{f.framework}'s repository", "")))
+    env = environment(f.framework, target.device)
+    if api != f.framework and _version(api):
+        env["api"] = f"{api} {_version(api)}"
     mode = mode_of(f)
-    call_words = (f"the {target.variant} path ({planner.rsplit('.', 1)[-1]} planner) on {target.device.upper()}"
+    call_words = (f"the {target.variant} path ({api} planner) on {target.device.upper()}"
                   + ("" if mode == "backward" else f", its {mode.replace('_', ' ')}"))
     case_words = f"{case.spec.op}{case.input.ndim - 2}d, {case.spec.dtype}, input shape {tuple(case.input.shape)}"
-    return template.render(f=f, title=f.title, script=script, env=environment(f.framework, target.device),
+    return template.render(f=f, title=f.title, script=script, env=env,
                            spec_text=spec_text(f, case), others=others(knowledge, f, case), repo=repo, form=form,
                            call_words=call_words, case_words=case_words, output=run_script(script) if run else None)
 
