@@ -38,8 +38,9 @@ LANES = {f"paddle-{v}": v for v in ("2.6.2", "3.0.0", "3.2.2", "3.3.1")}
 @nox.session(python="3.11")
 @nox.parametrize("lane", [nox.param(lane, id=lane) for lane in LANES])
 def lane(session: nox.Session, lane: str) -> None:
+    # setuptools: paddle's import reaches it (paddle.utils.cpp_extension); uv's venvs have none.
     session.install("--compile-bytecode", _copy(session, ROOT, "poolgrad-src"), _copy(session, HERE, "plugin-src"),
-                    f"paddlepaddle=={LANES[lane]}")
+                    f"paddlepaddle=={LANES[lane]}", "setuptools")
     os.makedirs(OUT, exist_ok=True)
     results = os.path.join(OUT, f"{lane}.jsonl")
     session.chdir(session.create_tmp())  # the installed packages, not the checkout's files
