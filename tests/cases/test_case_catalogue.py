@@ -32,7 +32,8 @@ def test_fresh_build_is_identical():
 
 
 def test_size_is_what_ci_can_afford():
-    assert 1500 <= len(CASES) <= 3000
+    # the realistic families (issue 29) add about 600 cases, in calls that exist
+    assert 1500 <= len(CASES) <= 4000
 
 
 def test_ids_unique():

@@ -190,7 +190,64 @@ def accumulation_sums(case):
     return sums_inexact(0)(case) or sums_inexact(1)(case)
 
 
+def random_normal_gradient(case) -> bool:
+    """A training step's upstream gradient: random normal (negative or fractional values), not
+    the routing probe's positive powers of two."""
+    g = case.grad_output.astype(np.float64)
+    return g.size == 0 or bool((g < 0).any() or (g != np.round(g)).any())
+
+
+def overlapping(case) -> bool:
+    taps = window_taps(case.spec, case.input.shape[2:])
+    return np.bincount(taps[taps >= 0]).max() >= 2
+
+
+def relu_plateaus(case) -> bool:
+    """A ReLU's output: non-negative, its zeros +0.0 (that half the values are zeros is
+    test_realistic_families_meet_ties_and_inexact_sums')."""
+    x = case.input.astype(np.float64)
+    return bool((x >= 0).all() and not np.signbit(x).any())
+
+
+def image_u8(case) -> bool:
+    x = case.input.astype(np.float64)
+    return bool(((x >= 0) & (x <= 255) & (x == np.round(x))).all())
+
+
+def half_cast_source(case) -> np.ndarray:
+    rng = np.random.default_rng(catalogue_module.seed_of(case.id))
+    return generate("realistic.half_cast", Context(rng, case.spec, case.input.shape, None))[0]
+
+
+def half_cast(case) -> bool:
+    """float32 features near 1, rounded once from float32 to the case's dtype."""
+    source = half_cast_source(case)
+    return (source.dtype == np.float32 and source.astype(case.input.dtype).tobytes() == case.input.tobytes()
+            and bool((np.abs(source - 1) < 0.5).all()))
+
+
+def tied_by_the_cast(case) -> bool:
+    """A window whose maxima tie in the case's dtype and are distinct in float32."""
+    wins = windows(case.spec, case.input.shape[2:])
+    for plane, src in zip(planes(case.input), planes(half_cast_source(case))):
+        for taps in wins:
+            real = [t for t in taps if t is not None]
+            tied = [t for t in real if plane[t] == plane[real].max()]
+            if len(tied) >= 2 and len(set(src[tied])) == len(tied):
+                return True
+    return False
+
+
+def realistic(check):
+    return lambda case: random_normal_gradient(case) and check(case)
+
+
 CHECKS = {
+    "realistic_normal": realistic(lambda c: overlapping(c) and np.isfinite(c.input.astype(np.float64)).all()),
+    "realistic_relu": realistic(relu_plateaus),
+    "realistic_image_u8": realistic(image_u8),
+    "realistic_half_cast": realistic(half_cast),
+    "realistic_channels": lambda c: c.input.shape[1] == 64 and realistic(relu_plateaus)(c),
     "channels": every_lane,
     "ties_window": ties_window,
     "ties_overlap": ties_overlap,
@@ -236,8 +293,29 @@ def test_value_families_share_every_geometry_call():
     """Value families are orthogonal to geometry: the random family's geometry rows are the
     compiled groups, and every other value family lands in them (no call of its own)."""
     groups = {(c.spec, c.input.shape) for c in CASES if c.family == "random"}
-    shape_families = {"channels", "large_nc", "empty_batch"}
+    shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch"}
     assert all((c.spec, c.input.shape) in groups for c in CASES if c.family not in shape_families)
+
+
+def test_realistic_channels_run_in_the_channels_calls():
+    channels = {(c.spec, c.input.shape) for c in CASES if c.family == "channels"}
+    cases = [c for c in CASES if c.family == "realistic_channels"]
+    assert cases and all((c.spec, c.input.shape) in channels for c in cases)
+
+
+def test_realistic_families_meet_ties_and_inexact_sums():
+    """What the realistic families are for, over the catalogue: ReLU zeros, 8-bit values and
+    the float16/bfloat16 cast tie many max windows (tied only after the cast, for the cast), and
+    random-normal gradients make the routed sums inexact in the dtype."""
+    def share(family, holds):
+        cases = [c for c in CASES if c.family == family and c.spec.is_max]
+        return sum(map(holds, cases)) / len(cases)
+    ties = lambda c: any_window(c, lambda v, *_: n_max(v) >= 2)  # noqa: E731
+    assert share("realistic_relu", ties) > 0.3
+    assert share("realistic_relu", lambda c: (c.input.astype(np.float64) == 0).mean() > 0.25) > 0.9
+    assert share("realistic_image_u8", ties) > 0.3
+    assert share("realistic_half_cast", tied_by_the_cast) > 0.25
+    assert share("realistic_normal", sums_inexact(1)) > 0.2  # two-term sums round once, as the spec's
 
 
 def test_window_table_matches_brute_force_windows():
