@@ -356,13 +356,17 @@ def unsupported_results(rec: dict) -> list[dict]:
 
 
 def split(records: Iterable[dict]) -> tuple[list[dict], list[dict]]:
-    envs, results = [], []
+    """(environments, results); a run that wrote its environment more than once (first what
+    was known at its start, then completed at its end) counts by its last one, in the place of
+    its first."""
+    envs: dict = {}
+    results = []
     for rec in records:
         if rec["record"] == "environment":
-            envs.append(rec)
+            envs[rec.get("run_id"), len(envs) if rec.get("run_id") is None else None] = rec
         elif rec["record"] == "result":
             results.append(rec)
-    return envs, results
+    return list(envs.values()), results
 
 
 def load(source) -> tuple[list[dict], list[dict]]:

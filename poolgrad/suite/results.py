@@ -47,6 +47,10 @@ class Results:
             self._results_fh = open(path, "w")
             from poolgrad.reports.records import ResultsWriter
             self._results_writer = ResultsWriter(self._results_fh)
+            # What is known before any worker ran (the machine, the installed releases), so a run
+            # killed early keeps its machine facts; finish() writes it again, completed with what
+            # the workers reported, and readers keep a run's last one (records.split).
+            self._results_writer.write(self.environment_record())
         if config.getoption("report_html") or config.getoption("report_markdown"):
             self._memory_records = []
 

@@ -15,6 +15,7 @@ from poolgrad.cases.history import version_range
 
 ROOT = Path(__file__).parents[2]
 KB = findings.load()
+POOLGRADS = ("torch", "tensorflow", "jax")  # the frameworks poolgrad itself registers
 
 
 @pytest.mark.parametrize("finding", KB, ids=lambda f: f.id)
@@ -43,7 +44,8 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 106-127: pooling written as a reduction (issue 30): ties split, NaN windows, signed zeros and
     # subnormals of amax / reduce_max / jnp.max, and what unfold / extract_patches / conv patches and
     # TensorFlow's 3-D reshape add
-    assert 25 <= len(KB) <= 127
+    own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
+    assert 25 <= len(own) <= 127
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
@@ -80,8 +82,9 @@ def test_the_committed_history_holds_counts_not_machine_paths():
     text = (ROOT / "poolgrad" / "cases" / "data" / "history.json").read_text()
     assert not re.search(r"/(work|tmp|root|home)/", text)
     hist = json.loads(text)
-    assert {lane["framework"] for lane in hist["lanes"]} == set(FRAMEWORKS)
-    for fw in FRAMEWORKS:  # at least four releases of each framework measured
+    # poolgrad's own frameworks; a plugin's lanes are its own (plugins/poolgrad-*/noxfile.py)
+    assert {lane["framework"] for lane in hist["lanes"]} >= set(POOLGRADS)
+    for fw in POOLGRADS:  # at least four releases of each framework measured
         assert len({lane["version"] for lane in hist["lanes"] if lane["framework"] == fw}) >= 4
     assert all(len(c) == 2 and all(isinstance(n, int) for n in c)
                for per in hist["findings"].values() for c in per.values())
