@@ -1,0 +1,65 @@
+"""tinygrad: how a spec becomes the arguments of Tensor.max_pool2d / avg_pool2d (pure: importing
+this does not import tinygrad, so collection and the reproducer use it too; adapter.py runs the
+call in a worker).
+
+Despite their names, tinygrad's max_pool2d and avg_pool2d pool any number of trailing spatial
+dims (tinygrad/mixin/op.py), with ``kernel_size``, ``stride``, ``dilation``, ``padding`` (an int, one
+per dim, or a (before, after) pair per dim, last dim first), ``ceil_mode`` and, for the average,
+``count_include_pad``; both are compositions of pad, Tensor._pool (windows by movement ops) and a
+max or sum reduction, whose gradients are tinygrad's autograd rules. What they cannot express is
+Unsupported, never emulated: divisor_override, Lp and adaptive pooling.
+
+Variants:
+  eager   the call, its gradient by tinygrad's autograd (Tensor.gradient with grad_output),
+          realized at once
+  jit     the same function under TinyJit, called twice: the second call captures the kernels
+          and runs the captured graph, which is what a jitted training step runs
+"""
+
+from __future__ import annotations
+
+from poolgrad.adapters.base import Unsupported
+from poolgrad.reference.geometry import resolve
+
+VARIANTS = ("eager", "jit")
+METHODS = {"max_pool": "max_pool2d", "avg_pool": "avg_pool2d"}
+
+# What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
+AD_MODES: dict = {}  # tinygrad has no forward mode; the adapter runs no double backward (not measured)
+# clang compiles each new kernel (forward and backward, a few per call): seconds per group, cold,
+# measured on 2 busy cores; a warm cache (CACHEDB) skips clang
+COSTS = {"eager": 1.5, "jit": 1.5}
+# the renderer/compiler (DEV=CPU:LLVM, CC), its optimizer (NOOPT), emulated dtypes and the kernel cache
+ENV_SWITCHES = ("DEV", "CC", "NOOPT", "EMULATED_DTYPES", "CACHELEVEL")
+
+
+def plan(spec, variant: str, shape) -> dict | Unsupported:
+    """The call's keyword arguments for an input of ``shape`` (N, C, *spatial), or why tinygrad
+    has none."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown tinygrad variant {variant!r}; known: {', '.join(VARIANTS)}")
+    if spec.op not in METHODS:
+        return Unsupported(f"tinygrad has no {spec.op} (only Tensor.max_pool2d and avg_pool2d, in any rank)")
+    if spec.divisor_override is not None:
+        return Unsupported("divisor_override: tinygrad's avg_pool2d divides by the window's count")
+    geom = resolve(spec, shape)
+    # tinygrad's flat padding lists (before, after) per dim from the last dim to the first
+    padding = tuple(p for before, after in reversed(geom.pads) for p in (before, after))
+    kw = {"kernel_size": geom.kernel_size, "stride": geom.stride, "dilation": geom.dilation,
+          "padding": padding, "ceil_mode": spec.ceil_mode}
+    if spec.op == "avg_pool":
+        kw["count_include_pad"] = spec.count_include_pad
+    return kw
+
+
+def __getattr__(name: str):
+    """The registration record, built on first use: poolgrad's registry discovers the entry
+    points when it is imported, so importing it at this module's top would import this module
+    again, half-initialized, whenever it is imported first (as the worker imports the adapter)."""
+    if name != "FRAMEWORK":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from poolgrad.adapters.registry import Framework
+    record = Framework("tinygrad", "poolgrad_tinygrad.adapter", "tinygrad", ("tinygrad",), VARIANTS,
+                       planner=__name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
+    globals()["FRAMEWORK"] = record
+    return record

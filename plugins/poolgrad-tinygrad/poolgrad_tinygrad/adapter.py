@@ -1,0 +1,131 @@
+"""tinygrad adapter: runs the call ``plan`` (poolgrad_tinygrad/__init__.py) makes of a spec, as a
+tinygrad user calls it, in a worker process, on tinygrad's CPU device (C kernels compiled by clang).
+
+Channels-first like poolgrad, so no transposes. The gradient is tinygrad's autograd:
+``y.gradient(x, gradient=grad_output)`` (what ``y.backward(grad_output)`` puts in ``x.grad``).
+float16, float32 and float64 NumPy arrays become tensors as they are; bfloat16 (ml_dtypes, which
+tinygrad does not read) goes through float32, which holds it exactly, and back.
+
+Before tinygrad is imported: its compiled kernels are cached in SQLite (CACHEDB), put beside the
+run's other compiler caches (poolgrad gives workers its compile cache as TORCHINDUCTOR_CACHE_DIR,
+<cache>/torchinductor; none with --compile-cache none: then a file of this process's own, cold),
+and kernels compile in this process (PARALLEL=0: poolgrad already runs one worker per core).
+A value the user set wins.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    os.environ.setdefault("CACHEDB", os.path.join(os.path.dirname(os.environ["TORCHINDUCTOR_CACHE_DIR"]), "tinygrad", "cache.db"))
+else:
+    os.environ.setdefault("CACHEDB", os.path.join(tempfile.mkdtemp(prefix="poolgrad-tinygrad-"), "cache.db"))
+os.environ.setdefault("PARALLEL", "0")
+
+import importlib.metadata  # noqa: E402
+import subprocess  # noqa: E402
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from tinygrad import Device, Tensor, TinyJit, dtypes  # noqa: E402
+
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported  # noqa: E402
+
+from . import ENV_SWITCHES, METHODS, VARIANTS, plan  # noqa: E402
+
+_DEVICES = {"cpu": "CPU", "gpu": "CUDA"}
+VERSION = importlib.metadata.version("tinygrad")  # the package has no __version__
+
+
+def to_tinygrad(a: np.ndarray, device: str) -> Tensor:
+    if a.dtype == ml_dtypes.bfloat16:
+        return Tensor(a.astype(np.float32), device=device).cast(dtypes.bfloat16)
+    return Tensor(np.ascontiguousarray(a), device=device)
+
+
+def to_numpy(t: Tensor, dtype: np.dtype) -> np.ndarray:
+    # tinygrad's own numpy() of a bfloat16 tensor is float32 (exact); back to the case dtype
+    return t.numpy().astype(dtype) if dtype == ml_dtypes.bfloat16 else t.numpy()
+
+
+def _pool_and_gradient(method: str, kw: dict):
+    def run(x: Tensor, g: Tensor):
+        y = getattr(x, method)(**kw)
+        (dx,) = y.gradient(x, gradient=g)
+        return y.realize(), dx.realize()
+    return run
+
+
+def _cc_version() -> str:
+    try:
+        return subprocess.run([os.environ.get("CC", "clang"), "--version"], capture_output=True, text=True,
+                              timeout=30).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError) as e:
+        return f"unavailable ({e})"
+
+
+class TinygradAdapter:
+    framework = "tinygrad"
+    variants = VARIANTS
+
+    def __init__(self):
+        self._jitted: dict[tuple, TinyJit] = {}
+        # (variant, spec, shape, dtype) -> the compiler's refusal: the same call renders the same
+        # kernels, so it fails again without the seconds of lowering (poolgrad reruns each case
+        # of a failed call alone, each in a call of the same shape)
+        self._refused: dict[tuple, str] = {}
+
+    def version(self) -> str:
+        return VERSION
+
+    def devices(self) -> list[str]:
+        found = []
+        for name, dev in _DEVICES.items():
+            try:
+                Device[dev]
+            except Exception:  # tinygrad raises whatever opening an absent device raises
+                continue
+            found.append(name)
+        return found
+
+    def environment(self) -> dict:
+        return {"tinygrad": VERSION, "default_device": Device.DEFAULT, "cc": _cc_version(),
+                "renderer": type(Device[Device.DEFAULT].renderer).__name__,
+                **{k: os.environ[k] for k in ENV_SWITCHES if k in os.environ}}
+
+    def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        kw = plan(spec, variant, x.shape)  # raises for an unknown variant
+        if device not in self.devices():
+            return Outcome(NO_DEVICE, message=f"no {_DEVICES[device]} device available to tinygrad")
+        if isinstance(kw, Unsupported):
+            return Outcome(UNSUPPORTED, message=kw.reason)
+        dev = _DEVICES[device]
+        fn = _pool_and_gradient(METHODS[spec.op], kw)
+        info = {"device": dev}
+        call = (variant, spec, x.shape, x.dtype.str, dev)
+        if call in self._refused:
+            return Outcome(ERROR, message=self._refused[call], info=info)
+        try:
+            xt, gt = to_tinygrad(x, dev), to_tinygrad(grad_output, dev)
+            if variant == "jit":
+                if call not in self._jitted:  # a first call runs unjitted, the second captures
+                    self._jitted[call] = TinyJit(fn)
+                    self._jitted[call](xt, gt)
+                y, dx = self._jitted[call](xt, gt)
+                info["compiles"] = len(self._jitted)
+            else:
+                y, dx = fn(xt, gt)
+            forward, grad_input = to_numpy(y, x.dtype), to_numpy(dx, x.dtype)
+        except AssertionError as e:  # tinygrad checks a call's shapes with asserts (Tensor._pool)
+            return Outcome(UNSUPPORTED, message=f"AssertionError: {e}", info=info)
+        except subprocess.CalledProcessError as e:  # the C compiler refused a kernel
+            self._refused[call] = f"{type(e).__name__}: {e}"
+            return Outcome(ERROR, message=self._refused[call], info=info)
+        except Exception as e:  # whatever tinygrad raised is the result
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
+        return Outcome(OK, forward=forward, grad_input=grad_input, info=info)
+
+
+ADAPTER = TinygradAdapter()
