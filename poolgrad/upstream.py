@@ -83,9 +83,20 @@ def target_of(f: kb.Finding, case) -> Target:
     raise NoDraft(f"finding {f.id!r}: no variant of {', '.join(f.variants)} has a call for its example case {case.id!r}")
 
 
+def environment_switches(f: kb.Finding) -> dict:
+    """What the process needs for the finding to be in scope: oneDNN capped below the features
+    its ``onednn_isa`` excludes (ONEDNN_MAX_CPU_ISA, the highest such level; AVX2 before the
+    rarer AVX2_VNNI levels)."""
+    excluded = {r[1:] for r in f.onednn_isa if r.startswith("!")}
+    if not excluded:
+        return {}
+    levels = [name for name, _ in reversed(kb._ISA_LEVELS) if not name.startswith("AVX2_VNNI")]
+    return {"ONEDNN_MAX_CPU_ISA": next(n for n in levels if not (kb.onednn_cap(n) or set()) & excluded)}
+
+
 def record(f: kb.Finding, case, target: Target) -> dict:
     """The example as a result record, for reports.reproducer.script."""
-    return {"case_id": case.id, "target": target.id, "framework": target.framework, "variant": target.variant,
+    return {"environment": environment_switches(f),"case_id": case.id, "target": target.id, "framework": target.framework, "variant": target.variant,
             "device": target.device, "framework_version": registry.installed_version(f.framework) or "(not installed)",
             "verdict": f.verdict, "spec": case.spec.to_dict(), "dtype": case.spec.dtype, "shape": list(case.input.shape),
             "input": encode_array(case.input), "grad_output": encode_array(case.grad_output), "mode": mode_of(f)}
