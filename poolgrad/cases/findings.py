@@ -42,7 +42,7 @@ DATA = Path(__file__).parent / "data"
 DEFAULT_PATH = DATA / "findings.toml"
 HISTORY_PATH = DATA / "history.json"
 
-POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate")
+POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate", "zero_sign")
 CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
            "dtype_cpu_features", "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",

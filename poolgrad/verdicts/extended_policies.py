@@ -18,6 +18,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward);
                  "-inf": it starts at a -inf that wins ties, so a window whose maximum is -inf
                  selects nothing (a reduce_window from its init value: JAX's forward mode)
+  zero_sign      "upstream": an element a window reads but does not select gets 0 * g of that window
+                 (a gradient written as mask * g): -0.0 where every window reading it has a
+                 negative upstream gradient (IEEE: -0 + -0 is -0, -0 + +0 is +0)
   accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
                  order ("dtype_axis1_reversed": the second output axis visited backwards)
                  (poolgrad/reference/accumulate.py): the gradients of overlapping windows that
@@ -79,6 +82,7 @@ class Policy:
     signed_zero: str = "equal"
     init: str | None = None
     accumulate: str | None = None
+    zero_sign: str | None = None
 
     def as_dict(self) -> dict:
         """{"tie", "nan"} plus the extended keys that depart from the default."""
@@ -95,6 +99,12 @@ class Policy:
 
     def evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
         """Forward and gradient of ``x`` under this policy, in x's dtype."""
+        r = self._evaluate(spec, x, g)
+        if self.zero_sign == "upstream" and spec.is_max:
+            r.grad_input = upstream_zero_signs(spec, x, g, r.grad_input)
+        return r
+
+    def _evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
         if not spec.is_max:  # arithmetic: what is summed (flushed inputs) and where the sums are kept
             xs = flush_subnormals(x) if self.ftz else x
             return Result(reference.forward(spec, xs, accumulate=self.accumulate),
@@ -162,6 +172,16 @@ class Result:
     forward: np.ndarray
     grad_input: np.ndarray
     valid: object  # () -> per sample (along N): is this routing a valid subgradient (computed on demand)
+
+
+def upstream_zero_signs(spec, x: np.ndarray, g: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """``grad`` with -0.0 at the zeros whose every reading window has a negative (sign bit set)
+    upstream gradient. Windows per element are counted by tie=all on a constant input, where every
+    real element is a maximum of every window that reads it."""
+    flat = np.zeros_like(x)
+    reads = reference.backward(spec, flat, np.ones_like(g, dtype=x.dtype), tie="all")
+    negative = reference.backward(spec, flat, np.signbit(g).astype(x.dtype), tie="all")
+    return np.where((grad == 0) & (reads > 0) & (negative == reads), np.copysign(0.0, -1.0), grad).astype(grad.dtype)
 
 
 def reversed_spec(spec):
