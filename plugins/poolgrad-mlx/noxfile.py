@@ -52,7 +52,7 @@ def lane(session: nox.Session, lane: str) -> None:
     ran = {r["target"] for r in records if "target" in r}
     if not {"mlx-eager-cpu", "mlx-compile-cpu"} <= ran or not any(r.get("record") == "environment" for r in records):
         session.error(f"{results} is incomplete: targets {sorted(ran)}, or no environment record")
-    session.log(f"{results}: {sum(r.get('record') == 'result' for r in records)} result records")
+    session.log(f"{results}: {sum('verdict' in r for r in records)} result records")
 
 
 def _copy(src: Path, dest: Path) -> str:
