@@ -14,7 +14,7 @@ shift || true
 setup() {
     local stamp="$venv/.poolgrad-setup"
     local want
-    want=$(cat pyproject.toml constraints/cpu.txt | sha256sum | cut -d' ' -f1)
+    want=$(cat pyproject.toml constraints/cpu.txt constraints/plugins.txt plugins/*/pyproject.toml | sha256sum | cut -d' ' -f1)
     if [ ! -x "$venv/bin/python" ]; then
         python3 -m venv "$venv"
     fi
@@ -22,7 +22,22 @@ setup() {
         "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
         # constraints/cpu.txt pins this machine's CPU stack (torch 2.13.0 CPU wheel, TF 2.21 CPU, JAX 0.10).
         "$venv/bin/python" -m pip install -q -c constraints/cpu.txt -e ".[all,dev]"
+        # The frameworks that come as plugins (plugins/, README "Adding a framework"), pinned in
+        # constraints/plugins.txt and installed without resolving their own requirements (see there).
+        "$venv/bin/python" -m pip install -q --no-deps -c constraints/cpu.txt -r constraints/plugins.txt
+        local p
+        for p in plugins/*/; do
+            "$venv/bin/python" -m pip install -q --no-deps -e "$p"
+        done
         echo "$want" >"$stamp"
+    fi
+    if ! command -v clang >/dev/null 2>&1; then
+        # tinygrad's CPU device compiles its kernels with clang.
+        if [ "$(id -u)" = 0 ]; then
+            (apt-get update -qq && apt-get install -y -qq clang >/dev/null) || echo "warning: could not install clang; tinygrad targets will fail" >&2
+        else
+            echo "warning: clang missing and not root; tinygrad targets will fail" >&2
+        fi
     fi
     if [ "$mode" = test ] && ! command -v chromium >/dev/null 2>&1; then
         # The report's browser test drives Debian's Chromium headless.
