@@ -85,3 +85,22 @@ def test_a_claimed_order_is_matched_bit_for_bit():
     assert routes_as(case, Policy(), grad)
     assert not routes_as(case, Policy(accumulate="dtype"), grad)
     assert routes_as(case, Policy(accumulate="dtype"), case.result(Policy(accumulate="dtype")).grad_input)
+
+
+def test_a_finding_that_claims_the_order_explains_a_reordered_result_bit_for_bit():
+    """A kernel that adds one output axis at a time in float32 is what accumulate = "dtype_per_axis"
+    names: the finding explains it (expected); the same routing summed in a random order passes
+    as reordered, the finding in scope but not claiming it."""
+    from poolgrad.cases.findings import Knowledge, _finding
+    from poolgrad.cases import make_case
+    from poolgrad.adapters.base import Target
+    from poolgrad.suite.check import check
+    x, g = _case()
+    kb = Knowledge([_finding({"id": "sums-in-dtype", "title": "sums in float32", "framework": "otherfw",
+                              "gradient": {"accumulate": "dtype_per_axis"}, "behaviour": "b", "source": "s", "upstream": []}, 0)])
+    case = make_case("realistic", "realistic", SPEC, x, g)
+    target = Target("otherfw", "eager", "cpu")
+    in_order = Outcome(OK, reference.forward(SPEC, x), reference.backward(SPEC, x, g, accumulate="dtype_per_axis"))
+    shuffled = Outcome(OK, *_loop(x, g, seed=5))
+    assert check(case, target, "1.0", [in_order], kb, 0.0).outcome == "expected"
+    assert check(case, target, "1.0", [shuffled], kb, 0.0).outcome == "pass"
