@@ -81,6 +81,10 @@ SAME_PATHS = ("tf.nn", "tf.nn.max_pool_with_argmax", "flax", "keras")
 # at an asymmetric SAME pad read two real elements and the pad, where a 2-tap window reads one)
 # first.
 _KERNEL_PREFERENCE = ("3", "input", "2", "1")
+# Then stride classes: windows that do not overlap first. inductor compiles the backward of a
+# stride-1 avg_pool3d for minutes (measured, torch 2.13: 105 s for kernel 3, padding 1,
+# count_include_pad false on 4x4x4; 4 s with stride 3), past the suite's per-call timeout.
+_STRIDE_PREFERENCE = ("kernel", "over_kernel", "1")
 
 
 # Geometries every value family meets in every rank and dtype (no pairwise array promises a
@@ -283,18 +287,20 @@ def _path_classes(op: str) -> dict[tuple, frozenset]:
 def path_rows(op: str, have=()) -> list[dict]:
     """Valid class rows that meet the path classes the geometries ``have`` (rank, tag, dtype)
     leave unmet: greedily, the row meeting the most first, then float32 (every kernel has it),
-    then by _KERNEL_PREFERENCE, then the product's order. Deterministic."""
+    then by _KERNEL_PREFERENCE and _STRIDE_PREFERENCE, then the product's order. Deterministic."""
     names = list(MODEL[op])
     classes = _path_classes(op)
     geometries = _geometries(op)
     todo = set().union(*classes.values()).difference(
         *(classes[values] for key in have for values in geometries.get(key, ())))
     kernel = names.index("kernel") if "kernel" in names else None
+    stride = names.index("stride") if "stride" in names else None
     dtype = names.index("dtype")
 
     def preference(values):
         return (len(classes[values] & todo), values[dtype] == "float32",
-                -_KERNEL_PREFERENCE.index(values[kernel]) if kernel is not None else 0)
+                -_KERNEL_PREFERENCE.index(values[kernel]) if kernel is not None else 0,
+                -_STRIDE_PREFERENCE.index(values[stride]) if stride is not None else 0)
     chosen = []
     while todo:
         values = max(classes, key=preference)
