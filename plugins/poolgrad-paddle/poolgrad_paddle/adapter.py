@@ -64,8 +64,8 @@ def to_numpy(t: paddle.Tensor) -> np.ndarray:
 
 
 def _fresh_code(fn):
-    """A copy of ``fn`` with its own code object: paddle's SOT caches a translated frame per
-    code object (with guards), and every pooling closure would share one."""
+    """A copy of ``fn`` with its own code object: paddle.jit caches a converted function per code
+    object, and every pooling closure would share one."""
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
@@ -188,10 +188,10 @@ class PaddleAdapter(ModeMethods):
     def _pool(self, name, kw, variant, x):
         if variant != "to_static":
             return _call(name, kw)
-        # Keyed on what makes SOT translate again, so each entry translates once.
+        # Keyed on what makes paddle build another program, so each entry converts once.
         key = (name, tuple(sorted(kw.items())), x.shape, x.dtype.str)
         if key not in self._static:
-            self._static[key] = paddle.jit.to_static(_fresh_code(_call(name, kw)))
+            self._static[key] = paddle.jit.to_static(_fresh_code(_call(name, kw)), full_graph=True)
         return self._static[key]
 
 

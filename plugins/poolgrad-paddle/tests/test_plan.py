@@ -70,6 +70,7 @@ def test_variants_add_their_arguments():
     ({"op": "avg_pool2d", "kernel_size": 2}, "return_mask", (1, 1, 6, 6), "returns no mask"),
     ({"op": "max_pool2d", "kernel_size": 3, "padding": [[0, 1], [0, 1]]}, "return_mask", (1, 1, 6, 6), "symmetric pad"),
     ({"op": "fractional_max_pool1d", "regions": [[[0, 2], [2, 4]]]}, "eager", (1, 1, 4), "random_u"),
+    ({"op": "max_pool2d", "kernel_size": 2, "dtype": "bfloat16"}, "to_static", (1, 1, 4, 4), "hangs"),
 ])
 def test_what_paddle_has_no_argument_for_is_unsupported_with_the_reason(s, variant, shape, reason):
     got = plan(spec(**s), variant, shape)
