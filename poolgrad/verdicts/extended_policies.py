@@ -189,7 +189,7 @@ def reversed_spec(spec):
     def rev(v):
         return tuple(reversed(v)) if isinstance(v, tuple) else v
     return dataclasses.replace(spec, **{f: rev(getattr(spec, f)) for f in
-                                        ("kernel_size", "stride", "padding", "dilation", "output_size")})
+                                        ("kernel_size", "stride", "padding", "dilation", "output_size", "regions")})
 
 
 def flush_subnormals(x: np.ndarray) -> np.ndarray:

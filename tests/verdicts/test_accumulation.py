@@ -10,7 +10,8 @@ from poolgrad.adapters.base import OK, Outcome
 from verdict_cases import case, outcome, under
 from poolgrad.verdicts import classify
 from poolgrad.verdicts.case import Case
-from poolgrad.verdicts.extended_policies import features
+from poolgrad.verdicts.extended_policies import Policy, features
+from poolgrad.verdicts.sums import routes_as
 
 K3S1 = {"op": "max_pool", "kernel_size": 3, "stride": 1}
 ROW = [0, 1, 5, 2, 0, 0]  # windows [0 1 5] [1 5 2] [5 2 0] [2 0 0]: 5 wins three, 2 the last
@@ -25,17 +26,24 @@ def test_float16_large_then_small_is_named():
     g = with_grad(spec, x, [2048, 1, 1, 1])
     # float16 in output order: 2048 + 1 = 2049 rounds to 2048 (ties to even), + 1 again 2048;
     # float64: 2050, exact in float16. The last window's 1 goes to the 2.
-    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
-    assert (v.verdict, v.policy) == ("policy", {"tie": "first", "nan": "propagate", "accumulate": "dtype"})
+    got = outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0])
+    v = classify(spec, x, g, got)
+    # the spec's routing, its sums in another order: reordered; a finding that claims
+    # accumulate = "dtype" names the order, bit for bit (verdicts/sums.py)
+    assert (v.verdict, v.policy) == ("reordered", {"tie": "first", "nan": "propagate", "accumulate": "any"})
     assert v.valid_subgradient
+    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
+    assert not routes_as(Case(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input + 0)
 
 
 def test_bfloat16_large_then_small_is_named():
     spec, x, _ = case(K3S1, ROW, "bfloat16")
     g = with_grad(spec, x, [256, 1, 1, 1])
     # bfloat16 (8 significant bits): 256 + 1 + 1 stays 256; float64 258 is exact.
-    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 256, 1, 0, 0]))
-    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype"
+    got = outcome(spec, x, [5, 5, 5, 2], [0, 0, 256, 1, 0, 0])
+    v = classify(spec, x, g, got)
+    assert v.verdict == "reordered" and v.policy["accumulate"] == "any"
+    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
 
 
 def test_the_order_is_output_order_or_its_reverse():
@@ -45,10 +53,13 @@ def test_the_order_is_output_order_or_its_reverse():
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2050, 1, 0, 0]))
     assert v.verdict == "conforms"
     # 2048 + 1 + 1 (last output first) is oneDNN's order
-    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0]))
-    assert v.verdict == "policy" and v.policy["accumulate"] == "dtype_axis1_reversed"
-    # a sum no order gives is no policy of the search: 1 + 1 + 2048 is 2048 or 2050, never 2052
-    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2052, 1, 0, 0]))
+    got = outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0])
+    assert classify(spec, x, g, got).verdict == "reordered"
+    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input)
+    assert not routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
+    # a sum further from 2050 than any order of float16 additions can put it (2 * eps * 2050 + one
+    # ulp, 6) is no routing of the spec's
+    v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2060, 1, 0, 0]))
     assert v.verdict == "wrong"
 
 
