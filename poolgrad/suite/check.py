@@ -122,7 +122,8 @@ def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) 
     ``gradient`` (Knowledge.judge)."""
     if not case.spec.is_max:  # avg/lp: within the op's tolerance, as the policy search matches them
         return mode == "backward" and all(
-            bool(close(ref, side, got, want).all()) for side, got, want in (
+            got is not None and np.shape(got) == want.shape and bool(close(ref, side, got, want).all())
+            for side, got, want in (
                 (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
                 (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
     if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)

@@ -216,3 +216,16 @@ def test_a_skip_reason_is_one_line_of_the_framework_message():
     assert headline("pad should be at most half of effective kernel size\nmore") == \
         "pad should be at most half of effective kernel size"
     assert len(headline("x" * 1000)) == 240
+
+
+def test_a_forward_of_another_shape_is_judged_not_raised_where_an_arithmetic_finding_is_in_scope():
+    """paddle's ceil_mode keeps a window that starts in the padding: its forward has another
+    shape. With a policy finding in scope for the op, the claim is checked against the
+    reference's arrays, and arrays of other shapes do not hold it (they raised before)."""
+    spec = PoolSpec.from_dict({"op": "avg_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
+    case = make_case("avg", "plain", spec, np.array([[[1.0, 2.0, 3.0, 4.0]]]))
+    kb = Knowledge([_finding({"id": "avg-in-dtype", "title": "sums in the dtype", "framework": "tensorflow",
+                              "policy": {"accumulate": "dtype"}, "behaviour": "b", "source": "s", "upstream": []}, 0)])
+    odd = Outcome(OK, forward=np.zeros((1, 1, 3), np.float32), grad_input=np.zeros((1, 1, 4), np.float32))
+    checked = check(case, TARGET, "2.21.0", [odd], kb, 0.0)
+    assert (checked.outcome, checked.record["verdict"]) == ("behaviour_changed", "wrong")
