@@ -23,7 +23,6 @@ is listed as fixed upstream, with the fix references the knowledge base gives it
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import functools
 import json
 from collections import defaultdict
@@ -161,24 +160,6 @@ def _race_holds(rec: dict) -> bool:
     return not is_divergence(rec) or rec["outcome"] == "expected"
 
 
-def _may_cover(f, rec: dict) -> bool:
-    """The finding's target, op and dtype globs hold the record (its case properties unasked)."""
-    pairs = ((rec["variant"], f.variants), (rec["device"], f.devices), (rec["op"], f.ops), (rec["dtype"], f.dtypes))
-    return f.framework == rec["framework"] and all(any(fnmatch.fnmatchcase(v, p) for p in pats) for v, pats in pairs)
-
-
-def _racing_in_scope(a: dict, b: dict, knowledge, racing: set[str], envs: dict) -> set[str]:
-    """The nondeterministic findings in scope of a pair that names none of them: a record names
-    only the findings that explain or contradict it, so one that another finding explains (a NaN
-    policy over memory a kernel never writes) is judged again for the findings in its scope."""
-    if not any(f.id in racing and _may_cover(f, rec) for f in knowledge for rec in (a, b)):
-        return set()
-    from poolgrad.suite.machine import completed  # the suite reads results with this module
-    from poolgrad.suite.replay import judge_record
-    return {f.id for rec in (a, b) for f in judge_record(rec, knowledge, completed(envs.get(rec["run_id"]))).in_scope
-            if f.id in racing}
-
-
 def _classify(a: dict, b: dict, in_play) -> tuple[str, str, str] | None:
     """(category, before, after) for a changed pair, or None when nothing changed.
     ``in_play()``: the nondeterministic findings in play."""
@@ -267,15 +248,14 @@ def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]
     (base_envs, base_results), (new_envs, new_results) = base, new
     knowledge = kb.load(history=None) if knowledge is None else kb.Knowledge(knowledge)
     racing = {f.id for f in knowledge if f.verdict == "nondeterministic"}
-    envs = {e["run_id"]: e for e in (*base_envs, *new_envs)}
     versioned = _versioned(base_results) | _versioned(new_results)
     a, b = _index(base_results, versioned), _index(new_results, versioned)
     d = Diff()
     pairs = [(a[key], b[key]) for key in sorted(set(a) & set(b))]
     for old, new_rec in pairs:
         # Asked only of a pair whose arrays moved, once.
-        in_play = functools.cache(lambda old=old, new_rec=new_rec: ((_ids(old) | _ids(new_rec)) & racing)
-                                  or _racing_in_scope(old, new_rec, knowledge, racing, envs))
+        in_play = functools.cache(lambda old=old, new_rec=new_rec: (
+            _ids(old) | _ids(new_rec) | set(old.get("races") or ()) | set(new_rec.get("races") or ())) & racing)
         found = _classify(old, new_rec, in_play)
         if found is None:
             continue

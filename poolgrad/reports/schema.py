@@ -32,7 +32,7 @@ CASE_DEFAULTS = ("call_properties", "call_shape", "run_id")
 # Result fields a writer leaves out where they are derived: framework, variant and device from
 # the target (framework-variant-device), empty lists as nothing to list.
 FROM_TARGET = ("framework", "variant", "device")
-EMPTY_AS_ABSENT = ("findings", "contradicts", "differing_cells")
+EMPTY_AS_ABSENT = ("findings", "contradicts", "races", "differing_cells")
 ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
                 "expected_grad_input", "indices",
                 # AD modes: the mode's derivative (jvp's tangent output, double backward's by
@@ -54,6 +54,7 @@ RESULT_FIELDS = {
     "dtype": _STR, "framework": _STR, "framework_version": _STR, "variant": _STR, "device": _STR,
     "target": _STR, "verdict": _STR, "policy": (_DICT, _NONE), "forward_policy": (_DICT, _NONE),
     "valid_subgradient": (_BOOL, _NONE), "findings": (_LIST, _NONE), "contradicts": (_LIST, _NONE),
+    "races": (_LIST, _NONE),
     # "expected": the one known-divergence entry of results written before the knowledge base
     "expected": (_DICT, _NONE), "outcome": _STR,
     # the worst impact of the findings that explain it (cases.findings.IMPACTS; null: none stated)
@@ -67,7 +68,7 @@ RESULT_FIELDS = {
 }
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset({*ARRAY_FIELDS, "impact", "max_abs_error", "max_ulp_error", "differing_cells",
-                      "forward_policy", "valid_subgradient", "findings", "contradicts", "expected", "framework_message", "shape", "call_properties", "duration_s",
+                      "forward_policy", "valid_subgradient", "findings", "contradicts", "races", "expected", "framework_message", "shape", "call_properties", "duration_s",
                       "call_shape", "mode", "as_expected", *(f"{name}_changes" for name in AGAINST_EXPECTED),
                       # written once per case, in its case record (read back into each result)
                       "family", "op", "spec", "dtype", "shape", "run_id", *FROM_TARGET})

@@ -246,6 +246,9 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         "findings": [{**f.summary(), "impact": f.impact} if f.impact else f.summary() for f in j.explained_by],
         "impact": impact,
         "contradicts": [f.id for f in j.contradicted],
+        # the findings in scope that call this result a race (a release diff compares such
+        # results by whether the race is still claimed, not bit for bit: reports/diff.py)
+        "races": [f.id for f in j.in_scope if f.verdict == "nondeterministic"],
         "outcome": j.outcome,
         "forward": _arr(outcome.forward, v.expected_forward),
         "grad_input": _arr(outcome.grad_input, v.expected_grad_input),
