@@ -117,14 +117,7 @@ def rounding_ties(case):
     source = generate(catalogue_module._definitions()[case.family]["generator"], ctx)
     assert source.dtype == (np.float64 if case.spec.dtype == "float32" else np.float32)
     assert source.astype(case.input.dtype).tobytes() == case.input.tobytes()
-    wins = windows(case.spec, case.input.shape[2:])
-    for plane, src in zip(planes(case.input), planes(source)):
-        for taps in wins:
-            real = [t for t in taps if t is not None]
-            tied = [t for t in real if plane[t] == plane[real].max()]
-            if len(tied) >= 2 and len(set(src[tied])) == len(tied):
-                return True
-    return False
+    return tied_by_rounding(case, source)
 
 
 def subnormal(case):
@@ -228,8 +221,14 @@ def half_cast(case) -> bool:
 
 def tied_by_the_cast(case) -> bool:
     """A window whose maxima tie in the case's dtype and are distinct in float32."""
+    return tied_by_rounding(case, half_cast_source(case))
+
+
+def tied_by_rounding(case, source) -> bool:
+    """A window whose maxima tie in the case's input and are distinct in ``source``, the values
+    it was rounded from."""
     wins = windows(case.spec, case.input.shape[2:])
-    for plane, src in zip(planes(case.input), planes(half_cast_source(case))):
+    for plane, src in zip(planes(case.input), planes(source)):
         for taps in wins:
             real = [t for t in taps if t is not None]
             tied = [t for t in real if plane[t] == plane[real].max()]
