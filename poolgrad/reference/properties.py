@@ -64,6 +64,7 @@ PROPERTIES = {
     "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
     "adaptive_unit_last_axis": "adaptive pooling whose output length or input length is 1 on the last spatial axis",
     "fractional_unit_steps": "fractional regions of one size that start at every position along some axis (output + size - 1 = input length)",
+    "fractional_bounds_outnumber_input": "fractional pooling whose region bounds (regions + 1 per axis), multiplied over the axes, outnumber the input's elements (N·C·spatial)",
 }
 
 
@@ -144,6 +145,11 @@ def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
     common = _spec_properties(spec, x.shape)
     tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     found = [common | ({"empty"} if xi.size == 0 else set()) for xi in xs]
+    if spec.regions is not None:
+        bounds = int(np.prod([len(dim) + 1 for dim in spec.regions]))
+        for props, xi in zip(found, xs):
+            if bounds > xi.size:
+                props.add("fractional_bounds_outnumber_input")
     for props, xi in zip(found, xs):
         if _subnormal(xi, tiny).any():
             props.add("subnormal")
