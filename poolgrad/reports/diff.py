@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion
 from poolgrad.cases import findings as kb
 from poolgrad.cases.history import version_key
 
+from .records import encode_array, written_values
 from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
 
 BEHAVIOUR = ("new_divergences", "fixed", "behaviour_changes")
@@ -124,9 +125,11 @@ def policy_text(policy: dict | None) -> str:
 
 def behaviour(rec: dict) -> str:
     """What the framework did, as a comparable key: its arrays when it ran the case (encoded
-    arrays write every NaN as "nan", so payloads do not count), else its verdict."""
+    arrays write every NaN as "nan", so payloads do not count), else its verdict. Arrays are
+    compared by the values they stand for, so writers that spelled a value differently agree."""
     if rec["verdict"] in RAN:
-        return json.dumps([rec.get("forward"), rec.get("grad_input"), rec.get("derivative"), rec.get("grad_grad_input")],
+        arrays = (rec.get(f) for f in ("forward", "grad_input", "derivative", "grad_grad_input"))
+        return json.dumps([None if a is None else encode_array(written_values(a, rec["dtype"])) for a in arrays],
                           separators=(",", ":"))
     return rec["verdict"]
 

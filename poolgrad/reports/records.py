@@ -32,11 +32,13 @@ _EXACT_INT = 2.0 ** 53
 
 
 def encode_array(a) -> list:
-    """A NumPy array as nested lists; floats use the special strings, integers stay ints."""
+    """A NumPy array as nested lists; floats use the special strings, integers stay ints. A
+    value is written as the shortest decimal that reads back as the same value of its own
+    dtype (float32 0.1 as 0.1, not 0.10000000149011612)."""
     a = np.asarray(a)
     if a.dtype.kind in "iub":
         return a.tolist()
-    f = a.astype(np.float64)
+    f = _shortest(a)
     out = f.astype(object)
     with np.errstate(invalid="ignore"):
         integral = (np.abs(f) < _EXACT_INT) & (f == np.trunc(f))
@@ -48,6 +50,23 @@ def encode_array(a) -> list:
     return out.tolist()
 
 
+def _shortest(a: np.ndarray) -> np.ndarray:
+    """``a`` as float64 values whose repr is the shortest decimal that reads back (through
+    float64) as ``a``'s bits; a value none of the decimals tried reads back as stays exact."""
+    exact = a.astype(np.float64)
+    if a.dtype == np.float64 or a.size == 0:
+        return exact
+    if a.dtype in (np.float32, np.float16):  # NumPy writes these shortest (Dragon4)
+        tries = [a.astype(str).astype(np.float64)]
+    else:  # ml_dtypes' bfloat16 has no str cast; its 8 significant bits need at most 4 digits
+        tries = [np.char.mod(f"%.{digits}g", exact).astype(np.float64) for digits in (4, 3, 2)]
+    bits = a.view(f"u{a.itemsize}")
+    short = exact
+    for t in tries:
+        short = np.where(t.astype(a.dtype).view(f"u{a.itemsize}") == bits, t, short)
+    return short
+
+
 def decode_array(nested, dtype) -> np.ndarray:
     """The inverse of encode_array: nested lists (with the special strings) to ``dtype``.
 
@@ -55,6 +74,20 @@ def decode_array(nested, dtype) -> np.ndarray:
     raises ValueError.
     """
     return to_float64(nested).astype(_dtype(dtype))
+
+
+def written_values(nested, dtype) -> np.ndarray:
+    """The exact float64 values an encoded array stands for, whichever writer wrote it: exact
+    float64 reprs (writers before the shortest decimals), or the shortest decimals of the
+    case's ``dtype``, or of float32 for an array a framework returned wider than the case."""
+    f = to_float64(nested)
+    for dtype in (_dtype(dtype), np.dtype(np.float32)):
+        with np.errstate(over="ignore"):
+            d = f.astype(dtype)
+        exact = d.astype(np.float64)
+        if np.array_equal(exact, f, equal_nan=True) or encode_array(d) == nested:
+            return exact
+    return f
 
 
 def _dtype(dtype) -> np.dtype:
@@ -93,10 +126,11 @@ class ResultsWriter:
     """Writes a results file whose size follows cases, not targets x arrays: the first result
     of a case is preceded by a ``case`` record (CASE_FIELDS: the spec and the case's arrays),
     and every result record refers to it by case_id and carries only what the target produced:
-    its arrays where they differ from the reference (AGAINST_EXPECTED), findings by id (each
-    written once as a ``finding`` record), message texts by id (each written once as a ``text``
-    record), no field its target, case or target's previous result already says, no null
-    fields and no empty lists. ``_Decoder`` undoes this."""
+    its arrays where they differ from the reference (AGAINST_EXPECTED), its case by the case
+    record's ``ref`` (an integer: ids are long and every result and ``unsupported`` record
+    names cases), findings by id (each written once as a ``finding`` record), message texts by
+    id (each written once as a ``text`` record), no field its target, case or target's previous
+    result already says, no null fields and no empty lists. ``_Decoder`` undoes this."""
 
     def __init__(self, fh):
         self.fh = fh
@@ -105,6 +139,7 @@ class ResultsWriter:
         # arrays (a result brings its case's arrays along). Long-lived containers of nested
         # lists are what the cyclic garbage collector walks on every full pass.
         self._cases: dict[str, dict] = {}
+        self._refs: dict[str, int] = {}
         self._findings: set[str] = set()
         self._previous: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
         self._versions: dict[str, str] = {}
@@ -116,7 +151,8 @@ class ResultsWriter:
         defaults = self._cases.get(rec["case_id"])
         if defaults is None:
             defaults = self._cases[rec["case_id"]] = {f: rec.get(f) for f in CASE_DEFAULTS}
-            self._put({"record": "case", "case_id": rec["case_id"], **{f: rec.get(f) for f in CASE_FIELDS},
+            ref = self._refs[rec["case_id"]] = len(self._refs)
+            self._put({"record": "case", "case_id": rec["case_id"], "ref": ref, **{f: rec.get(f) for f in CASE_FIELDS},
                        **{k: v for k, v in defaults.items() if v is not None}})
         return defaults
 
@@ -132,6 +168,8 @@ class ResultsWriter:
         if rec["record"] == "result":
             rec = self._delta(rec)
             del rec["record"]  # a line without "record" is a result: most lines are
+        elif rec["record"] == "unsupported":
+            rec = {**rec, "case_ids": [self._refs.get(c, c) for c in rec["case_ids"]]}
         self._put(rec)
 
     def _put(self, rec: dict) -> None:
@@ -163,6 +201,7 @@ class ResultsWriter:
             if f["id"] not in self._findings:
                 self._findings.add(f["id"])
                 self._put({"record": "finding", **f})
+        rec = {**rec, "case_id": self._refs.get(rec["case_id"], rec["case_id"])}
         derived = target_fields(rec["target"])
         # A target's release is written where it is not the one its last written result named.
         same_version = self._versions.get(rec["target"]) == rec["framework_version"]
@@ -251,14 +290,16 @@ def _undelta(rec: dict, previous: dict) -> dict:
 
 class _Decoder:
     """Undoes ResultsWriter's per-file encoding, line by line: a line without ``record`` is a
-    result; a delta takes what it leaves out from the previous result of its key; a message
-    given as an integer is that ``text`` record's text; a result without framework_version
-    has its target's last written one."""
+    result; a case named by an integer is the case record of that ``ref``; a delta takes what
+    it leaves out from the previous result of its key; a message given as an integer is that
+    ``text`` record's text; a result without framework_version has its target's last written
+    one."""
 
     def __init__(self):
         self.previous: dict[tuple, dict] = {}
         self.texts: dict[int, str] = {}
         self.versions: dict[str, str] = {}
+        self.cases: dict[int, str] = {}
 
     def __call__(self, rec):
         if not isinstance(rec, dict):
@@ -266,8 +307,13 @@ class _Decoder:
         rec.setdefault("record", "result")
         if rec["record"] == "text" and isinstance(rec.get("id"), int) and isinstance(rec.get("text"), str):
             self.texts[rec["id"]] = rec["text"]
+        if rec["record"] == "case" and isinstance(rec.get("ref"), int):
+            self.cases[rec.pop("ref")] = rec.get("case_id")
+        if rec["record"] == "unsupported" and isinstance(rec.get("case_ids"), list):
+            rec["case_ids"] = [self._case("case_ids", c) for c in rec["case_ids"]]
         if rec["record"] != "result" or not isinstance(rec.get("target"), str):
             return rec
+        rec["case_id"] = self._case("case_id", rec.get("case_id"))
         rec = dict(_undelta(rec, self.previous))
         for f in TEXT_FIELDS:
             if isinstance(rec.get(f), int) and not isinstance(rec[f], bool):
@@ -279,6 +325,13 @@ class _Decoder:
         elif rec["target"] in self.versions:
             rec["framework_version"] = self.versions[rec["target"]]
         return rec
+
+    def _case(self, field: str, ref):
+        if not isinstance(ref, int) or isinstance(ref, bool):
+            return ref
+        if ref not in self.cases:
+            raise RecordError(f"field {field!r} names case {ref}, which no case record before it has as its ref")
+        return self.cases[ref]
 
 
 def iter_file(path) -> Iterable[dict]:

@@ -60,7 +60,8 @@ def test_non_finite_metrics_are_written_as_strings(tmp_path):
     ({"verdict": "fine"}, "field 'verdict': unknown 'fine'"),
     ({"target": "torch-eager-gpu"}, "field 'target'"),
     ({"colour": "red"}, "unknown field 'colour'"),
-    ({"case_id": 3}, "field 'case_id' must be string"),
+    ({"case_id": 3.5}, "field 'case_id' must be string"),
+    ({"case_id": 3}, "field 'case_id' names case 3, which no case record before it has as its ref"),
     ({"message": 7}, "field 'message' names text 7, which no text record before it holds"),
 ])
 def test_a_bad_record_is_named_by_file_line_and_field(tmp_path, edit, words):
@@ -142,7 +143,8 @@ def test_results_name_what_their_target_and_findings_records_already_say(tmp_pat
     assert not any(k in r for r in written for k in ("framework", "variant", "device", "run_id", "contradicts", "mode"))
     assert "call_shape" not in written[0] and written[2]["call_shape"] is None  # null where not the case's
     # the later results of the case and verdict write what differs from the one before
-    assert written[1] == {"record": "result", "case_id": "tie", "target": "torch-return_indices-cpu",
+    assert lines[0]["case_id"] == "tie" and lines[0]["ref"] == 0  # results name their case by its ref
+    assert written[1] == {"record": "result", "case_id": 0, "target": "torch-return_indices-cpu",
                           "verdict": written[0]["verdict"], "delta": 1}
     assert "record" not in json.loads(path.read_text().splitlines()[-1])  # a line without one is a result
     _, results = read_results(path)
