@@ -71,12 +71,15 @@ def lane(session: nox.Session, lane: str) -> None:
     session.install("--compile-bytecode", _poolgrad_copy(session), *requirements)
 
     pytest_args = [a for a in session.posargs if a != "compile"]
-    variants, results = VARIANTS[framework], f"{OUT}/{lane}.jsonl"
+    variants, results = VARIANTS[framework], os.path.abspath(f"{OUT}/{lane}.jsonl")
     if framework == "torch" and ("compile" in session.posargs or os.environ.get("POOLGRAD_LANE_COMPILE") == "1"):
-        variants, results = variants + ",compile", f"{OUT}/{lane}-compile.jsonl"
+        variants, results = variants + ",compile", os.path.abspath(f"{OUT}/{lane}-compile.jsonl")
 
+    # From a directory of its own: the installed poolgrad, not the checkout's, is the one pytest
+    # imports (both on the path are two modules of one name).
+    session.chdir(session.create_tmp())
     session.run(
-        "pytest", "poolgrad/conformance",
+        "pytest", "--pyargs", "poolgrad.conformance",
         "--frameworks", framework, "--variants", variants, "--devices", "cpu",
         "-n", "2", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider",
         "--results", results, "--compile-cache", "none",
@@ -94,7 +97,7 @@ def lane(session: nox.Session, lane: str) -> None:
     missing = set(variants.split(",")) - ran
     if not records or records[-1].get("record") != "environment" or missing:
         session.error(f"{results} is incomplete: no records for {sorted(missing)} or no environment record")
-    session.log(f"{results}: {sum(r.get('record') == 'result' for r in records)} result records")
+    session.log(f"{results}: {sum('verdict' in r for r in records)} result records")
 
 
 @nox.session(python="3.11")
@@ -112,7 +115,8 @@ def installed(session: nox.Session) -> None:
 
 
 def _poolgrad_copy(session: nox.Session) -> str:
-    """A copy of the checkout's sources to install from (pytest still imports the checkout's)."""
+    """A copy of the checkout's sources to install from: building writes nothing (build/,
+    *.egg-info) into the checkout."""
     dest = os.path.join(session.create_tmp(), "poolgrad-src")
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(".", dest, ignore=shutil.ignore_patterns(

@@ -46,13 +46,10 @@ class ModeRunner(GroupRunner):
     def __init__(self, pool, mode: str, **kw):
         if mode not in MODES:
             raise ValueError(f"unknown AD mode {mode!r}; known: {', '.join(MODES)}")
-        super().__init__(pool, **kw)
         self.mode = mode
+        super().__init__(pool, **kw)
 
-    def _run(self, target, members):
-        outcomes = self.pool.run_group(target, members[0].spec, [m.input for m in members],
-                                       [m.grad_output for m in members], self.timeout_s, method=self.mode,
-                                       extras=[(direction(m.spec, m.input),) for m in members])
-        for o, m in zip(outcomes, members):
-            o.info["call_members"] = [m] if o.info.get("alone") else members
-        return outcomes
+    def _run(self, call):
+        return self.pool.run_group(call.target, call.cases[0].spec, [m.input for m in call.cases],
+                                   [m.grad_output for m in call.cases], self.timeout_s, method=self.mode,
+                                   extras=[(direction(m.spec, m.input),) for m in call.cases])

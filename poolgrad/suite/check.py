@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 
@@ -15,11 +14,12 @@ from poolgrad.cases.findings import IMPACTS, Finding, Judgement, Knowledge, Mach
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports.records import encode_array
 from poolgrad.verdicts import ad_modes
-from poolgrad.verdicts.case import case_for
 from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
 from poolgrad.verdicts.compare import identical
 from poolgrad.verdicts.verdict import json_value
+
+from .call import FrameworkCall, Group, op_name
 
 
 @dataclasses.dataclass
@@ -51,27 +51,22 @@ def worst_impact(findings: list[Finding]) -> str | None:
     return max((f.impact for f in findings), key=_RANK.__getitem__)
 
 
-def op_name(case) -> str:
-    return f"{case.spec.op}{case.input.ndim - 2}d"
-
-
 def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge: Knowledge,
-          duration_s: float, machine: Machine = Machine(), mode: str = "backward") -> Checked:
-    """``mode``: the derivative checked, "backward" or an AD mode (verdicts.ad_modes.MODES)."""
+          duration_s: float, machine: Machine = Machine(), mode: str = "backward",
+          call: FrameworkCall | None = None) -> Checked:
+    """``mode``: the derivative checked, "backward" or an AD mode (verdicts.ad_modes.MODES);
+    ``call``: the framework call the case ran in (by default a call of the case alone)."""
+    call = FrameworkCall.alone(target, case) if call is None else call
     first, repeats = outcomes[0], outcomes[1:]
     # The verdict and its policy come from the arrays alone (the policy search's canonical
     # choice), whatever the knowledge base says: one behaviour, one label.
     fw = registry.FRAMEWORKS.get(target.framework)
-    # The reference's work for the case is done with its call's other cases, stacked; a
-    # policy's with those of its value family (poolgrad/verdicts/case.py).
-    ref = case_for(case.spec, case.input, case.grad_output, case.id,
-                   ((m.spec, m.input, m.grad_output, m.id, m.family) for m in first.info.get("call_members") or ()),
-                   kin=case.family)
+    ref = call.group.reference(case)
     if mode == "backward":
-        v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, cache_key=case.id,
+        v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, reference=ref,
                               index_layout=fw.index_layouts.get(target.variant) if fw else None)
     else:
-        v = ad_modes.classify_mode(mode, case.spec, case.input, case.grad_output, first, cache_key=case.id)
+        v = ad_modes.classify_mode(mode, case.spec, case.input, case.grad_output, first, reference=ref)
 
     observed_bits = []
 
@@ -88,12 +83,11 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     candidates = knowledge.for_mode(target.framework, target.variant, target.device, version or "", machine, mode)
     # What the other cases of the framework call were, for kernels that write across cases; a
     # replayed record brings them along (call_properties).
-    others = frozenset(first.info.get("call_properties") or ()).union(
-        _others_in_call(case, first.info.get("call_members") or ()))
-    properties = case_properties(case)
-    call = first.info.get("call_shape") or case.input.shape
+    others = frozenset(first.info.get("call_properties") or ()).union(call.others(case))
+    properties = call.group.properties(case)
+    shape = first.info.get("call_shape") or case.input.shape
     j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
-                        math.prod(call), lambda: properties | others)
+                        math.prod(shape), lambda: properties | others)
     observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
     impact = worst_impact(j.explained_by)
     if j.outcome == "expected":
@@ -108,12 +102,13 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
         message = f"{observed}: {v.message}"
     # The reference's results are the case's, whatever the target did (written once per case).
     v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
-    record = _record(case, target, version, first, v, j, message, duration_s, sorted(others - properties), impact)
+    record = _record(case, call.group.fields(case), target, version, first, v, j, message, duration_s,
+                     sorted(others - properties), impact)
     if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
         record["mode"] = mode
         record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
                       expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output,
-                                                                 cache_key=case.id)))
+                                                                 reference=ref)))
     return Checked(j.outcome, message, record, j)
 
 
@@ -136,26 +131,8 @@ def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) 
 
 
 def case_properties(case) -> frozenset[str]:
-    """The case's properties (poolgrad/reference/properties.py), once per case (cases hash by identity)."""
-    return cases_properties([case])[0]
-
-
-_properties: collections.OrderedDict = collections.OrderedDict()
-
-
-def cases_properties(cases) -> list[frozenset[str]]:
-    """``case_properties`` of each of ``cases``. Those not known yet are found together, the
-    cases of one spec stacked (properties_of_cases walks a call's windows once, not once per case)."""
-    by_spec: dict = {}
-    for c in cases:
-        if c not in _properties:
-            by_spec.setdefault(c.spec, {})[c] = None  # ordered and without repeats
-    for spec, missing in by_spec.items():
-        _properties.update(zip(missing, properties_of_cases(spec, [c.input for c in missing])))
-    found = [_properties[c] for c in cases]
-    while len(_properties) > 1 << 16:
-        _properties.popitem(last=False)
-    return found
+    """The case's properties (poolgrad/reference/properties.py)."""
+    return properties_of_cases(case.spec, [case.input])[0]
 
 
 def headline(text: str, limit: int = 240) -> str:
@@ -168,71 +145,30 @@ def headline(text: str, limit: int = 240) -> str:
     return head if len(head) <= limit else head[:limit - 1] + "…"
 
 
-_calls: collections.OrderedDict = collections.OrderedDict()
-
-
-def _others_in_call(case, members) -> frozenset[str]:
-    """The properties some other case of the call has: counted once per call (a call's
-    cases are checked one after another), not once per case and member."""
-    count = _once(_calls, members, lambda ms: collections.Counter(p for props in cases_properties(ms) for p in props),
-                  64)
-    own = case_properties(case) if any(m is case for m in members) else frozenset()
-    return frozenset(p for p, n in count.items() if n > (p in own))
-
-
-def _once(cache: collections.OrderedDict, obj, compute, limit: int):
-    """``compute(obj)``, once per object while its entry lives (the ``limit`` latest). Keyed by
-    identity; the entry holds the object, so its id is not reused while the entry lives."""
-    entry = cache.get(id(obj))
-    if entry is None or entry[0] is not obj:
-        entry = cache[id(obj)] = (obj, compute(obj))
-        if len(cache) > limit:
-            cache.popitem(last=False)
-    return entry[1]
-
-
-_encodings: collections.OrderedDict = collections.OrderedDict()
-
-
-def _case_array(a: np.ndarray) -> list:
-    """A case's array (the same object for every target) encoded once."""
-    return _once(_encodings, a, encode_array, 4096)
-
-
-def _arr(a, expected=None) -> list | None:
-    """A framework's array, sharing the reference's encoding where the bits are the same."""
+def _arr(a, expected=None, encoded=None) -> list | None:
+    """A framework's array, sharing the case's encoding ``encoded`` of ``expected`` where the
+    bits are the same (the record then names it as the reference's)."""
     if a is None:
         return None
     if (expected is not None and a.dtype == expected.dtype and a.shape == expected.shape
             and a.tobytes() == expected.tobytes()):
-        return _case_array(expected)
+        return encoded
     return encode_array(a)
 
 
-_fields: collections.OrderedDict = collections.OrderedDict()
-
-
 def case_fields(case) -> dict:
-    """What a case is, the same for every target (reports.schema.CASE_FIELDS), built once per
-    case. Shared: read only."""
-    return _once(_fields, case, _case_fields, 4096)
+    """What a case is, the same for every target (reports.schema.CASE_FIELDS)."""
+    return Group([case]).fields(case)
 
 
-def _case_fields(case) -> dict:
-    ref = case_for(case.spec, case.input, case.grad_output, case.id)
-    return {"case_id": case.id, "family": case.family, "op": op_name(case), "spec": case.spec.to_dict(),
-            "dtype": case.spec.dtype, "shape": list(case.input.shape), "input": _case_array(case.input),
-            "grad_output": _case_array(case.grad_output), "expected_forward": _case_array(ref.expected_forward),
-            "expected_grad_input": _case_array(ref.expected_grad_input)}
-
-
-def _record(case, target, version, outcome, v, j: Judgement, message, duration_s, call_properties, impact) -> dict:
+def _record(case, fields, target, version, outcome, v, j: Judgement, message, duration_s, call_properties,
+            impact) -> dict:
     # The verdict's fields a record takes (its expected arrays are the case's, encoded once).
     vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
                                                   "max_ulp_error", "differing_cells")}
     return {
         "record": "result",
-        **case_fields(case),
+        **fields,
         "framework": target.framework,
         "framework_version": version,
         "variant": target.variant,
@@ -250,8 +186,8 @@ def _record(case, target, version, outcome, v, j: Judgement, message, duration_s
         # results by whether the race is still claimed, not bit for bit: reports/diff.py)
         "races": [f.id for f in j.in_scope if f.verdict == "nondeterministic"],
         "outcome": j.outcome,
-        "forward": _arr(outcome.forward, v.expected_forward),
-        "grad_input": _arr(outcome.grad_input, v.expected_grad_input),
+        "forward": _arr(outcome.forward, v.expected_forward, fields["expected_forward"]),
+        "grad_input": _arr(outcome.grad_input, v.expected_grad_input, fields["expected_grad_input"]),
         "indices": _arr(outcome.indices),
         "call_shape": outcome.info.get("call_shape"),
         "call_properties": call_properties,

@@ -14,6 +14,7 @@ from poolgrad.reports.schema import AGAINST_EXPECTED, CASE_FIELDS
 from . import options
 from .machine import machine as machine_of
 from .run import Run
+from .call import Groups
 from .runner import GroupRunner, case_and_target
 
 RECORD_KEY = "poolgrad_record"
@@ -27,6 +28,7 @@ class Execution:
         self._cold_cache = None
         self._runner = None
         self._mode_runners: dict = {}
+        self._groups = Groups()  # the batching groups' cases, shared by every runner
         self._described: dict[str, dict] = {}
         self._machines: dict[str, findings.Machine] = {}
         # A case's own fields travel from a process to the controller with its first record
@@ -46,7 +48,7 @@ class Execution:
             # oversubscribed OpenMP pools make tiny pooling calls 50x slower.
             self._pool = WorkerPool(env={**ONE_THREAD_ENV, **shared_gpu_env(), **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=config.getoption("case_timeout"),
-                                       repeat=config.getoption("repeat"))
+                                       repeat=config.getoption("repeat"), groups=self._groups)
             for case, target in filter(None, map(case_and_target, self.run.items)):
                 for c in self.run.checks(case):
                     self._runner.register(c, target)
@@ -66,7 +68,8 @@ class Execution:
         """The batched runner of one AD mode, its groups being that mode's collected tests."""
         if mode not in self._mode_runners:
             from .ad_modes import ModeRunner
-            runner = ModeRunner(self.runner.pool, mode, timeout_s=self.run.config.getoption("case_timeout"))
+            runner = ModeRunner(self.runner.pool, mode, timeout_s=self.run.config.getoption("case_timeout"),
+                                groups=self._groups)
             for item in self.run.items:
                 if getattr(item, "originalname", None) == f"test_{mode}":
                     for c in self.run.checks(item.callspec.params["mode_case"]):
@@ -87,9 +90,10 @@ class Execution:
             node.user_properties.append((FRAMEWORK_KEY, json.dumps({target.framework: info}, default=str)))
         start = time.perf_counter()
         runner = self.runner if mode == "backward" else self.mode_runner(mode)
-        outcomes = runner.outcomes(case, target)
+        call, outcomes = runner.run(case, target)
         checked = check.check(case, target, info.get("version") or "", outcomes, self.run.knowledge,
-                              time.perf_counter() - start, self.machine(target.framework), mode)
+                              time.perf_counter() - start, self.machine(target.framework), mode, call)
+        call.group.done(mode)
         checked.record["run_id"] = self.run.run_id
         record = checked.record
         # A framework array equal to the reference's (check shares its encoding) travels as its

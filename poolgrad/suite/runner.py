@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from poolgrad.adapters.base import Outcome, Target
 
+from .call import FrameworkCall, Groups
+
 
 def case_and_target(item):
     """(case, target) of a collected conformance test, else None (the project's other tests)."""
@@ -21,34 +23,42 @@ def case_and_target(item):
 
 
 class GroupRunner:
-    def __init__(self, pool, *, timeout_s: float, repeat: int = 1):
+    mode = "backward"
+
+    def __init__(self, pool, *, timeout_s: float, repeat: int = 1, groups: Groups | None = None):
         self.pool = pool
         self.timeout_s = timeout_s
         self.repeat = max(1, repeat)
-        self._members: dict[tuple, list] = {}
-        self._done: dict[tuple, list[Outcome]] = {}
+        self.groups = Groups() if groups is None else groups
+        self._calls: dict[tuple, FrameworkCall] = {}
+        self._done: dict[tuple, tuple[FrameworkCall, list[Outcome]]] = {}
 
     def register(self, case, target: Target) -> None:
-        """Declare that this process will check ``case`` on ``target`` (call at collection)."""
-        self._members.setdefault((target, case.group_key), []).append(case)
+        """Declare that this process will check ``case`` on ``target`` (call at collection):
+        the case joins its target's call of its batching group."""
+        group = self.groups.add(case, self.mode)
+        key = (target, case.group_key)
+        call = self._calls.get(key)
+        self._calls[key] = FrameworkCall(target, (*call.cases, case) if call else (case,), group)
 
-    def outcomes(self, case, target: Target) -> list[Outcome]:
-        """The outcome of each repetition for ``case`` on ``target`` (first, then repeats)."""
+    def run(self, case, target: Target) -> tuple[FrameworkCall, list[Outcome]]:
+        """The call ``case`` ran in on ``target`` and the outcome of each repetition (first,
+        then repeats); the call runs when the first of its cases is asked for."""
         key = (target, case.id)
         if key not in self._done:
-            gkey = (target, case.group_key)
-            members = self._members.get(gkey) or [case]
-            if not any(m is case for m in members):
-                members = [case]
-            runs = [self._run(target, members) for _ in range(self.repeat)]
-            for i, member in enumerate(members):
-                self._done[(target, member.id)] = [run[i] for run in runs]
-            self._members.pop(gkey, None)
+            call = self._calls.pop((target, case.group_key), None)
+            if call is None or not any(c is case for c in call.cases):
+                call = FrameworkCall.alone(target, case)
+            runs = [self._run(call) for _ in range(self.repeat)]
+            for i, member in enumerate(call.cases):
+                # A case rerun by itself (its call crashed) ran in a call of its own.
+                own = call if not runs[0][i].info.get("alone") else FrameworkCall(target, (member,), call.group)
+                self._done[(target, member.id)] = (own, [run[i] for run in runs])
         return self._done.pop(key)
 
-    def _run(self, target: Target, members: list) -> list[Outcome]:
-        outcomes = self.pool.run_group(target, members[0].spec, [m.input for m in members],
-                                       [m.grad_output for m in members], self.timeout_s)
-        for o, m in zip(outcomes, members):  # a kernel that writes across cases: what its call held
-            o.info["call_members"] = [m] if o.info.get("alone") else members
-        return outcomes
+    def outcomes(self, case, target: Target) -> list[Outcome]:
+        return self.run(case, target)[1]
+
+    def _run(self, call: FrameworkCall) -> list[Outcome]:
+        return self.pool.run_group(call.target, call.cases[0].spec, [m.input for m in call.cases],
+                                   [m.grad_output for m in call.cases], self.timeout_s)

@@ -3,8 +3,8 @@
 A unit is one batching group (one spec, dtype and shape: one framework call per target) on
 every selected target. So no group is ever split between processes (that would run, and
 compile, it twice), and the reference's results and policy searches of a case are computed
-once per run and shared by every target that runs it (poolgrad/verdicts/case.py computes them for
-the unit's call, its cases stacked, and keeps them while the unit's items, which come case by
+once per run and shared by every target that runs it (the unit's group, poolgrad/suite/call.py,
+computes them on its cases stacked and keeps them while the unit's items, which come case by
 case, are checked). Units are ordered heaviest first by the
 cost model in poolgrad/suite/data/costs.toml (longest-processing-time scheduling), so the run ends on
 short units instead of one worker finishing a compile-bound unit alone.

@@ -44,9 +44,9 @@ def derivative(mode: str, outcome):
     return getattr(outcome, _DERIVATIVE[mode])
 
 
-def expected(mode: str, spec, x, grad_output, *, cache_key=None) -> np.ndarray:
-    """The reference's (canonical) value of that array (``cache_key`` as in classify_mode)."""
-    return _reference(mode, case_for(spec, x, grad_output, cache_key))[0]
+def expected(mode: str, spec, x, grad_output, *, cache_key=None, reference=None) -> np.ndarray:
+    """The reference's (canonical) value of that array (``cache_key``, ``reference`` as in classify_mode)."""
+    return _reference(mode, reference if reference is not None else case_for(spec, x, grad_output, cache_key))[0]
 
 
 def _direction(case) -> np.ndarray:
@@ -78,11 +78,12 @@ def dot(a, b) -> float:
     return math.fsum(prod[np.isfinite(prod)].ravel())
 
 
-def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None) -> Verdict:
-    """The verdict on an outcome of adapter method ``mode`` for the case (spec, x, grad_output)."""
+def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None, reference=None) -> Verdict:
+    """The verdict on an outcome of adapter method ``mode`` for the case (spec, x, grad_output)
+    (``cache_key``, ``reference`` as in classify)."""
     if not outcome.ran:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
-    case = case_for(spec, x, grad_output, cache_key)
+    case = reference if reference is not None else case_for(spec, x, grad_output, cache_key)
     t = _direction(case)
     derivative = getattr(outcome, _DERIVATIVE[mode])
     want, want_x = _reference(mode, case)

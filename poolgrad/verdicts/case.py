@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import math
 
 import numpy as np
@@ -35,8 +36,9 @@ CACHE_STACKS = 16
 # and a stack holds every policy result it computed.
 STACK_ELEMENTS = 1 << 16
 
-_stacks: collections.OrderedDict = collections.OrderedDict()  # id -> Stack, least recent first
+_stacks: collections.OrderedDict = collections.OrderedDict()  # serial -> Stack, least recent first
 _cases: dict = {}                                             # key -> Case (of a cached stack)
+_serials = itertools.count()
 
 
 class Stack:
@@ -45,6 +47,7 @@ class Stack:
 
     def __init__(self, spec, xs: list[np.ndarray], gs: list, kins=None):
         self.spec = spec
+        self.serial = next(_serials)
         self.x = np.concatenate(xs) if len(xs) > 1 else xs[0]
         self.grad_output = np.concatenate([np.asarray(g) for g in gs]) if len(gs) > 1 else gs[0]
         self.expected_forward = reference.forward(spec, self.x)
@@ -149,7 +152,7 @@ def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
     k = key if key is not None else _content_key(spec, x, grad_output)
     case = _cases.get(k)
     if case is not None and _same_inputs(case, spec, x, grad_output):
-        _stacks.move_to_end(id(case._stack))
+        _stacks.move_to_end(case._stack.serial)
         return case
     # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
     members, size, layout = [(spec, x, grad_output, k, kin)], math.prod(x.shape), _layout(x, grad_output)
@@ -185,15 +188,24 @@ def _layout(x, g) -> tuple:
     return x.dtype, x.shape[1:], g.dtype, g.shape[1:]
 
 
-def _cache(members: list[tuple]) -> dict:
-    """Stack ``members`` (one spec and layout) and cache their Cases; returns them by key."""
+def stacked(members: list[tuple]) -> dict:
+    """The Cases of ``members`` ((spec, x, grad_output, key, kin) of one spec and layout), their
+    reference work done on one Stack; by key."""
     kins = [m[4] if len(m) > 4 else None for m in members]
     stack = Stack(members[0][0], [m[1] for m in members], [m[2] for m in members], kins)
     start = 0
     for (spec, x, g, k, *_), kin in zip(members, kins):
-        stack.cases[k] = _cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)), kin)
+        stack.cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)), kin)
         start += len(x)
-    _stacks[id(stack)] = stack
+    return stack.cases
+
+
+def _cache(members: list[tuple]) -> dict:
+    """Stack ``members`` (one spec and layout) and cache their Cases; returns them by key."""
+    cases = stacked(members)
+    _cases.update(cases)
+    stack = next(iter(cases.values()))._stack
+    _stacks[stack.serial] = stack
     while len(_stacks) > CACHE_STACKS:
         _, old = _stacks.popitem(last=False)
         for k, c in old.cases.items():

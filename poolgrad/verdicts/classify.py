@@ -16,10 +16,11 @@ from .verdict import Verdict
 
 
 def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), *,
-             cache_key=None, index_layout: str | None = None) -> Verdict:
+             cache_key=None, reference=None, index_layout: str | None = None) -> Verdict:
     """The verdict on ``outcome`` (an adapters.base.Outcome) for the case (spec, x,
     grad_output). ``repeats`` are further outcomes of the same run, for nondeterminism;
     ``cache_key`` identifies the case across calls (default: the arrays' identities);
+    ``reference``: the case's Case (poolgrad/verdicts/case.py) where the caller holds it;
     ``index_layout`` how the path writes the indices it returns (poolgrad/verdicts/indices.py), which are
     then judged against its forward and gradient. The verdict depends on the arrays alone: the
     same results always get the same label."""
@@ -30,7 +31,7 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
                                       and identical(again.grad_input, outcome.grad_input)):
             what = again.status if not again.ran else "results differ bitwise"
             return Verdict("nondeterministic", message=f"repeat {i} of the same run: {what}")
-    case = case_for(spec, x, grad_output, cache_key)
+    case = reference if reference is not None else case_for(spec, x, grad_output, cache_key)
     for name, got, want in (("forward", outcome.forward, case.expected_forward),
                             ("grad_input", outcome.grad_input, case.expected_grad_input)):
         if got is None or np.shape(got) != want.shape:

@@ -1,0 +1,135 @@
+"""The framework call: the cases of one batching group that one target runs as one call, stacked
+along N (poolgrad/suite/runner.py). Calls are built at collection and handed to the worker
+pool, the verdicts and the record, so what a call's cases are and what the spec says of them
+is derived once, by the object that owns it:
+
+- a ``Group`` is what the cases of one batching group are, whatever the target: their
+  properties (found together: walking a stack's windows costs what one case's walk does), their
+  fields as records write them (each array encoded once) and the reference's work
+  (poolgrad/verdicts/case.py, on stacks of the group's cases, policies evaluated per value family);
+- a ``FrameworkCall`` is one target's call of a group's cases: which cases it held (what the
+  other cases of a call were matters to a kernel that writes across cases).
+
+A group keeps what it derived while checks of its cases in one mode are pending and drops it
+after the last one (``done``): the reference's policy results are a run's largest memory, and
+the AD modes' checks come after every unit of the reverse mode (they are no unit's tests).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import math
+
+from poolgrad.adapters.base import Target
+from poolgrad.reference.properties import properties_of_cases
+from poolgrad.reports.records import encode_array
+from poolgrad.verdicts.case import STACK_ELEMENTS, stacked
+
+
+def op_name(case) -> str:
+    return f"{case.spec.op}{case.input.ndim - 2}d"
+
+
+class Group:
+    """The cases of one batching group (Case.group_key), as every target's check reads them."""
+
+    def __init__(self, cases=()):
+        self._cases: dict[str, object] = {}  # id -> case, in the order met
+        self._pending: collections.Counter = collections.Counter()  # mode -> checks to come
+        self._properties: dict[str, frozenset[str]] = {}
+        self._references: dict[str, object] = {}
+        self._fields: dict[str, dict] = {}
+        for case in cases:
+            self.add(case)
+
+    def add(self, case, mode: str = "backward", checks: int = 1) -> None:
+        """``case`` is one of the group's, checked ``checks`` more times in ``mode``."""
+        if self._cases.setdefault(case.id, case) is not case:
+            raise ValueError(f"two cases of one run are named {case.id!r}")
+        self._pending[mode] += checks
+
+    def done(self, mode: str = "backward") -> None:
+        """One check in ``mode`` of a case of the group is over; after the mode's last, what the
+        group derived goes (a later mode derives it again)."""
+        self._pending[mode] -= 1
+        if self._pending[mode] <= 0:
+            self._properties.clear()
+            self._references.clear()
+            self._fields.clear()
+
+    def _member(self, case):
+        if self._cases.get(case.id) is not case:
+            self.add(case, checks=0)
+        return case
+
+    def properties(self, case) -> frozenset[str]:
+        """The case's properties (poolgrad/reference/properties.py); the group's cases not
+        known yet are found with it, stacked."""
+        if self._member(case).id not in self._properties:
+            missing = [c for c in self._cases.values() if c.id not in self._properties]
+            self._properties.update(zip((c.id for c in missing),
+                                        properties_of_cases(case.spec, [c.input for c in missing])))
+        return self._properties[case.id]
+
+    def reference(self, case):
+        """The case as the verdicts see it (poolgrad/verdicts/case.py): the reference's work is
+        done on a stack of the case and the group's cases not stacked yet, up to STACK_ELEMENTS,
+        each case's value family its kin."""
+        if self._member(case).id not in self._references:
+            members, size = [], 0
+            for c in [case, *(c for c in self._cases.values() if c.id not in self._references and c is not case)]:
+                n = math.prod(c.input.shape)
+                if members and size + n > STACK_ELEMENTS:
+                    break
+                members.append((c.spec, c.input, c.grad_output, c.id, c.family))
+                size += n
+            self._references.update(stacked(members))
+        return self._references[case.id]
+
+    def fields(self, case) -> dict:
+        """What the case is, the same for every target (reports.schema.CASE_FIELDS), its arrays
+        encoded once. Shared: read only."""
+        if self._member(case).id not in self._fields:
+            ref = self.reference(case)
+            self._fields[case.id] = {
+                "case_id": case.id, "family": case.family, "op": op_name(case), "spec": case.spec.to_dict(),
+                "dtype": case.spec.dtype, "shape": list(case.input.shape), "input": encode_array(case.input),
+                "grad_output": encode_array(case.grad_output), "expected_forward": encode_array(ref.expected_forward),
+                "expected_grad_input": encode_array(ref.expected_grad_input)}
+        return self._fields[case.id]
+
+
+class Groups(dict):
+    """A process's groups by batching key, shared by the reverse mode's runner and the AD modes'."""
+
+    def add(self, case, mode: str = "backward") -> Group:
+        group = self.get(case.group_key)
+        if group is None:
+            group = self[case.group_key] = Group()
+        group.add(case, mode)
+        return group
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FrameworkCall:
+    """One target's call of ``cases`` (of ``group``), stacked along N in this order."""
+
+    target: Target
+    cases: tuple
+    group: Group
+
+    @classmethod
+    def alone(cls, target: Target, case) -> FrameworkCall:
+        """A call of ``case`` by itself: a fuzzed case, a replayed record, a test's direct check."""
+        return cls(target, (case,), Group([case]))
+
+    @functools.cached_property
+    def _counts(self) -> collections.Counter:
+        return collections.Counter(p for c in self.cases for p in self.group.properties(c))
+
+    def others(self, case) -> frozenset[str]:
+        """The properties some other case of the call has."""
+        own = self.group.properties(case) if any(c is case for c in self.cases) else frozenset()
+        return frozenset(p for p, n in self._counts.items() if n > (p in own))
