@@ -71,11 +71,11 @@ case "$mode" in
         # group, 12 minutes for its catalogue alone), so here it runs its tests and its findings'
         # examples; ./run.sh conformance runs its catalogue.
         "$venv/bin/python" -m pytest -n 2 --junitxml "$out/tests.xml" \
-            --results "$out/test-results.jsonl" --frameworks torch,tensorflow,jax,paddle,mlx "$@"
+            --results "$out/test-results.jsonl.gz" --frameworks torch,tensorflow,jax,paddle,mlx "$@"
         rc=$?
         set -e
         echo "test log (JUnit XML): $out/tests.xml"
-        echo "conformance results:  $out/test-results.jsonl"
+        echo "conformance results:  $out/test-results.jsonl.gz"
         exit $rc
         ;;
     *)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import re
@@ -51,6 +52,10 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
     options = next(p for p in (tree / "poolgrad" / "suite" / "options.py", tree / "suite" / "options.py") if p.exists())
     knows_cache = "compile-cache" in options.read_text()
     junit = results.with_suffix(".xml")
+    # Commits whose writer compresses (records.open_results) write gzip, as the test command does.
+    records_py = tree / "poolgrad" / "reports" / "records.py"
+    if records_py.exists() and "def open_results" in records_py.read_text():
+        results = results.with_suffix(".jsonl.gz")
     # Commits from before the installable package kept the plugin in a root conftest.py, which
     # the installed plugin (this Python's entry point) would register a second time.
     suite = ["poolgrad/conformance"] if (tree / "poolgrad" / "conformance").is_dir() else [
@@ -84,8 +89,19 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             # What this run added to the cache: a warm run's cache hits add nothing.
             "inductor_compilations": _entries(fxgraphs) - compiled_before,
             "results_bytes": results.stat().st_size if results.exists() else 0,
+            "results_plain_bytes": _plain_bytes(results),
             "results_bytes_per_record": round(results.stat().st_size / records) if records else None,
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
+
+
+def _plain_bytes(results: Path) -> int:
+    """The results file's size as plain JSON lines (decompressed where it is gzip)."""
+    if not results.exists():
+        return 0
+    if results.suffix != ".gz":
+        return results.stat().st_size
+    with gzip.open(results, "rb") as fh:
+        return sum(len(chunk) for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
 def floor_run(mode: str, tests: int, where: Path) -> dict:
@@ -241,7 +257,8 @@ def main(argv=None) -> int:
     for name, r in runs.items():
         if name.startswith("floor "):
             continue
-        print(f"{name}: results {r['results_bytes'] / 1e6:.1f} MB ({r['results_bytes_per_record']} B/record), "
+        print(f"{name}: results {r['results_bytes'] / 1e6:.1f} MB ({r['results_bytes_per_record']} B/record; "
+              f"{r['results_plain_bytes'] / 1e6:.1f} MB as plain JSON lines), "
               f"JUnit XML {r['junit_bytes'] / 1e6:.1f} MB, inductor compilations {r['inductor_compilations']}")
         for target, rate in r["records_per_s"].items():
             print(f"{name} {target}: {rate} records/s of check time, "

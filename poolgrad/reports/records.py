@@ -290,10 +290,10 @@ def _undelta(rec: dict, previous: dict) -> dict:
 
 class _Decoder:
     """Undoes ResultsWriter's per-file encoding, line by line: a line without ``record`` is a
-    result; a case named by an integer is the case record of that ``ref``; a delta takes what
-    it leaves out from the previous result of its key; a message given as an integer is that
-    ``text`` record's text; a result without framework_version has its target's last written
-    one."""
+    result; a case named by an integer is the case record of that ``ref``; a target, verdict or
+    message given as an integer is that ``text`` record's text; a delta takes what it leaves out
+    from the previous result of its key; a result without framework_version has its target's
+    last written one."""
 
     def __init__(self):
         self.previous: dict[tuple, dict] = {}
@@ -311,15 +311,17 @@ class _Decoder:
             self.cases[rec.pop("ref")] = rec.get("case_id")
         if rec["record"] == "unsupported" and isinstance(rec.get("case_ids"), list):
             rec["case_ids"] = [self._case("case_ids", c) for c in rec["case_ids"]]
-        if rec["record"] != "result" or not isinstance(rec.get("target"), str):
+        if rec["record"] != "result":
             return rec
-        rec["case_id"] = self._case("case_id", rec.get("case_id"))
-        rec = dict(_undelta(rec, self.previous))
         for f in TEXT_FIELDS:
             if isinstance(rec.get(f), int) and not isinstance(rec[f], bool):
                 if rec[f] not in self.texts:
                     raise RecordError(f"field {f!r} names text {rec[f]}, which no text record before it holds")
                 rec[f] = self.texts[rec[f]]
+        if not isinstance(rec.get("target"), str):
+            return rec
+        rec["case_id"] = self._case("case_id", rec.get("case_id"))
+        rec = dict(_undelta(rec, self.previous))
         if "framework_version" in rec:
             self.versions[rec["target"]] = rec["framework_version"]
         elif rec["target"] in self.versions:
@@ -334,13 +336,25 @@ class _Decoder:
         return self.cases[ref]
 
 
+def open_results(path):
+    """A results file to write (text): gzip-compressed where the name ends in .gz. The writer's
+    flushes are gzip sync points, so a run killed mid-way leaves a file whose records up to
+    the last flush read back (iter_file)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
+    return open(path, "w", encoding="utf-8")
+
+
 def iter_file(path) -> Iterable[dict]:
-    """Validated records of one JSON-lines file; errors name the file and line."""
+    """Validated records of one JSON-lines file; errors name the file and line. A .gz file
+    reads the same; one that ends without gzip's trailer (its run was killed) reads up to its
+    last complete line."""
     decode = _Decoder()
-    # Results kept in a repository are compressed (observations/): .gz reads the same.
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    gz = str(path).endswith(".gz")
+    with (gzip.open if gz else open)(path, "rt", encoding="utf-8") as fh:
+        lines = _lines(fh, gz)
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -349,6 +363,18 @@ def iter_file(path) -> Iterable[dict]:
                 raise RecordError(f"{path}:{lineno}: not a JSON object: {e.msg}") from None
             except RecordError as e:
                 raise RecordError(f"{path}:{lineno}: {e}") from None
+
+
+def _lines(fh, gz: bool) -> Iterable[str]:
+    if not gz:
+        yield from fh
+        return
+    try:
+        for line in fh:
+            if line.endswith("\n"):
+                yield line
+    except EOFError:  # no trailer: the stream ends at the killed run's last sync point
+        return
 
 
 def read_results(paths) -> tuple[list[dict], list[dict]]:

@@ -80,7 +80,7 @@ FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR, "impa
 FINDING_OPTIONAL = frozenset({"impact", "upstream"})
 # Result fields whose texts repeat: a writer writes each text once, as a ``text`` record, and
 # the result names its integer id.
-TEXT_FIELDS = ("message", "framework_message")
+TEXT_FIELDS = ("target", "verdict", "message", "framework_message")
 TEXT_RECORD_FIELDS = {"record": _STR, "id": int, "text": _STR}
 # (case, target) pairs the target has no call for (its framework's plan): one record per
 # target and reason, naming the cases; read back as one ``unsupported`` result per case.

@@ -196,5 +196,5 @@ def _record(case, fields, target, version, outcome, v, j: Judgement, message, du
         "differing_cells": vd.get("differing_cells") or [],
         "message": message,
         "framework_message": outcome.message if outcome.status != OK else None,
-        "duration_s": round(duration_s, 6),
+        "duration_s": round(duration_s, 4),
     }

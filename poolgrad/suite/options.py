@@ -25,7 +25,7 @@ def add_options(parser) -> None:
                      "--frameworks only the kernels are checked")
     g.addoption("--case-file", default=None, metavar="PATH", help="run the cases of this poolgrad-cases/1 JSON file instead of the catalogue")
     g.addoption("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the knowledge base of the installed frameworks (each framework package's findings.toml); repeatable")
-    g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes")
+    g.addoption("--results", default=None, metavar="PATH", help="write one JSON-lines record per case x target as the run goes (gzip-compressed where PATH ends in .gz)")
     g.addoption("--report-html", default=None, metavar="PATH", help="write the self-contained HTML conformance report here at the end")
     g.addoption("--report-markdown", default=None, metavar="PATH", help="write a Markdown summary here at the end")
     g.addoption("--fail-on", default=None, choices=tuple(IMPACTS), metavar="IMPACT",

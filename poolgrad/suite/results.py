@@ -41,11 +41,10 @@ class Results:
         self._results_writer = None
         self._memory_records: list[dict] | None = None
         config = run.config
-        path = config.getoption("results")
+        path = self._results_path = config.getoption("results")
         if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._results_fh = open(path, "w")
-            from poolgrad.reports.records import ResultsWriter
+            from poolgrad.reports.records import ResultsWriter, open_results
+            self._results_fh = open_results(path)
             self._results_writer = ResultsWriter(self._results_fh)
             # What is known before any worker ran (the machine, the installed releases), so a run
             # killed early keeps its machine facts; finish() writes it again, completed with what
@@ -143,7 +142,7 @@ class Results:
         lines = []
         if self._results_fh is not None:
             self._results_fh.close()
-            lines.append(f"results: {self._results_fh.name}")
+            lines.append(f"results: {self._results_path}")
         if self._memory_records is not None:
             from poolgrad.reports import html, markdown
             config = self.run.config

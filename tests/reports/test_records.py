@@ -84,8 +84,8 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
         for rec in [*recs, synthetic.environment("r")]:
             writer.write(rec)
     lines = [{"record": "result", **json.loads(line)} for line in path.read_text().splitlines()]
-    assert [r["record"] for r in lines] == ["case", "text", "result", "text", "result", "environment"]
     lines = [r for r in lines if r["record"] != "text"]
+    assert [r["record"] for r in lines] == ["case", "result", "result", "environment"]
     assert all("input" not in r and "expected_grad_input" not in r and "spec" not in r
                for r in lines if r["record"] == "result")
     # The canonical target's arrays are the reference's; the "all" target's gradient differs
@@ -133,18 +133,23 @@ def test_results_name_what_their_target_and_findings_records_already_say(tmp_pat
              "findings": [finding], "outcome": "expected", "call_shape": None if v == "module" else [1, 1, 3, 3]}
             for v in ("eager", "return_indices", "module")]
     path, lines = _written(tmp_path, recs)
-    assert [r["record"] for r in lines] == ["case", "finding", "text", "result", "result", "result"]
+    texts = {r["id"]: r["text"] for r in lines if r["record"] == "text"}
+    lines = [r for r in lines if r["record"] != "text"]
+    assert [r["record"] for r in lines] == ["case", "finding", "result", "result", "result"]
     assert lines[1] == {"record": "finding", **finding}
-    written = lines[3:]
+    written = lines[2:]
     assert written[0]["findings"] == ["torch-tie-last"] and written[0]["framework_version"] == recs[0]["framework_version"]
-    # the target's release, the message and the reverse mode are said once, or not at all
-    assert lines[2] == {"record": "text", "id": 0, "text": recs[0]["message"]} and written[0]["message"] == 0
+    # target, verdict and message texts are written once each and named by id; the target's
+    # release, the message and the reverse mode are said once, or not at all
+    assert [texts[r["target"]] for r in written] == [r["target"] for r in recs]
+    assert texts[written[0]["verdict"]] == recs[0]["verdict"] and texts[written[0]["message"]] == recs[0]["message"]
+    assert len(texts) == len(set(texts.values())) == 4  # three targets; the verdict is also the message
     assert not any(k in r for r in written[1:] for k in ("framework_version", "message"))
     assert not any(k in r for r in written for k in ("framework", "variant", "device", "run_id", "contradicts", "mode"))
     assert "call_shape" not in written[0] and written[2]["call_shape"] is None  # null where not the case's
     # the later results of the case and verdict write what differs from the one before
     assert lines[0]["case_id"] == "tie" and lines[0]["ref"] == 0  # results name their case by its ref
-    assert written[1] == {"record": "result", "case_id": 0, "target": "torch-return_indices-cpu",
+    assert written[1] == {"record": "result", "case_id": 0, "target": written[1]["target"],
                           "verdict": written[0]["verdict"], "delta": 1}
     assert "record" not in json.loads(path.read_text().splitlines()[-1])  # a line without one is a result
     _, results = read_results(path)
@@ -189,3 +194,29 @@ def test_a_targets_release_is_written_where_it_changes(tmp_path):
     assert [r.get("framework_version") for r in lines if r["record"] == "result"] == ["0.10.2", None, "0.9.0", None]
     _, results = read_results(path)
     assert [r["framework_version"] for r in results] == ["0.10.2", "0.10.2", "0.9.0", "0.9.0"]
+
+
+def test_a_gz_results_file_reads_the_same_and_a_killed_runs_up_to_its_last_flush(tmp_path):
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import ResultsWriter, open_results, read_results
+    spec, x, g = synthetic.tie_case()
+    recs = [synthetic.result(f"tie{i}", "ties", spec, x, g, framework="torch", variant="eager", run_id="r")
+            for i in range(3)]
+    plain, packed = tmp_path / "r.jsonl", tmp_path / "r.jsonl.gz"
+    flushed = []  # the .gz file's size after each record's flush
+    for path in (plain, packed):
+        with open_results(path) as fh:
+            writer = ResultsWriter(fh)
+            for rec in recs:
+                writer.write(rec)
+                fh.flush()  # what the writer does every FLUSH_S
+                flushed.append(path.stat().st_size)
+    flushed = flushed[len(recs):]
+    assert read_results(packed) == read_results(plain)
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic
+    killed = tmp_path / "killed.jsonl.gz"  # no trailer: the process died after the last flush
+    killed.write_bytes(packed.read_bytes()[:flushed[-1]])
+    assert read_results(killed) == read_results(plain)
+    cut = tmp_path / "cut.jsonl.gz"  # died while writing the third: the two flushed read back
+    cut.write_bytes(packed.read_bytes()[:flushed[1] + 2])
+    assert read_results(cut)[1] == read_results(plain)[1][:2]
