@@ -24,8 +24,8 @@ def entry_point(name: str, value: str):
 
 def test_the_built_in_frameworks_register_through_the_entry_point_group():
     eps = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=registry.ENTRY_POINTS)}
-    assert eps.items() >= {"torch": "poolgrad.adapters.registry:TORCH", "tensorflow": "poolgrad.adapters.registry:TENSORFLOW",
-                           "jax": "poolgrad.adapters.registry:JAX"}.items(), "reinstall: pip install --no-deps -e ."
+    assert eps.items() >= {"torch": "poolgrad.adapters.torch:FRAMEWORK", "tensorflow": "poolgrad.adapters.tensorflow:FRAMEWORK",
+                           "jax": "poolgrad.adapters.jax:FRAMEWORK"}.items(), "reinstall: pip install --no-deps -e ."
     assert registry.discover() == {name: registry.FRAMEWORKS[name] for name in eps}
 
 
@@ -48,14 +48,14 @@ def test_a_package_registers_a_framework_and_its_targets_are_collected(monkeypat
 
 
 @pytest.mark.parametrize("value, name, says", [
-    ("fake_frameworks:SPEC", "spec", "names a PoolSpec; point it at a poolgrad.adapters.registry.Framework"),
+    ("fake_frameworks:SPEC", "spec", "names a PoolSpec; point it at a poolgrad.adapters.framework.Framework"),
     ("fake_frameworks:PLUGIN", "other", "the record's name is 'plugin'; name the entry point after its framework"),
-    ("poolgrad.adapters.registry:TORCH", "torch", "framework 'torch' is registered twice"),
+    ("poolgrad.adapters.torch:FRAMEWORK", "torch", "framework 'torch' is registered twice"),
     ("poolgrad.adapters.registry:USER", "user", "'user' is reserved for --target kernels"),
 ])
 def test_a_bad_registration_is_refused_naming_the_entry_point_and_the_fix(value, name, says):
     with pytest.raises(registry.RegistrationError) as e:
-        registry.discover([entry_point("torch", "poolgrad.adapters.registry:TORCH"), entry_point(name, value)])
+        registry.discover([entry_point("torch", "poolgrad.adapters.torch:FRAMEWORK"), entry_point(name, value)])
     assert f"entry point {name!r} = {value!r}" in str(e.value) and says in str(e.value)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.framework import Framework
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "channels_last", "return_mask", "to_static")
@@ -110,16 +111,7 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
-def __getattr__(name: str):
-    """``FRAMEWORK``, the record the entry point names, made when first asked for. The registry
-    loads every entry point when it is imported, so importing it at this module's top would
-    import this module again, half-initialized, whenever this module is imported first (as the
-    worker imports the adapter)."""
-    if name != "FRAMEWORK":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from poolgrad.adapters.registry import Framework
-    record = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"), VARIANTS,
-                       {"return_mask": "plane"}, planner="poolgrad_paddle", ad_modes=AD_MODES, costs=COSTS,
-                       env_switches=ENV_SWITCHES)
-    globals()["FRAMEWORK"] = record
-    return record
+# The record the entry point names (poolgrad/adapters/framework.py).
+FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"), VARIANTS,
+                      {"return_mask": "plane"}, planner=__name__, ad_modes=AD_MODES, costs=COSTS,
+                      env_switches=ENV_SWITCHES)

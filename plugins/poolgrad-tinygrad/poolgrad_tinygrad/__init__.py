@@ -19,6 +19,7 @@ Variants:
 from __future__ import annotations
 
 from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.framework import Framework
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "jit")
@@ -53,14 +54,6 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
-def __getattr__(name: str):
-    """The registration record, built on first use: poolgrad's registry discovers the entry
-    points when it is imported, so importing it at this module's top would import this module
-    again, half-initialized, whenever it is imported first (as the worker imports the adapter)."""
-    if name != "FRAMEWORK":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from poolgrad.adapters.registry import Framework
-    record = Framework("tinygrad", "poolgrad_tinygrad.adapter", "tinygrad", ("tinygrad",), VARIANTS,
-                       planner=__name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
-    globals()["FRAMEWORK"] = record
-    return record
+# The record the entry point names (poolgrad/adapters/framework.py).
+FRAMEWORK = Framework("tinygrad", "poolgrad_tinygrad.adapter", "tinygrad", ("tinygrad",), VARIANTS,
+                      planner=__name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)

@@ -24,8 +24,9 @@ import math
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms
+from .. import idioms, keras
 from ..base import Unsupported
+from ..framework import Framework
 
 VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
 JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches")
@@ -124,3 +125,10 @@ def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
         return Unsupported("flax.linen.avg_pool has no divisor_override")
     return Window(geom.kernel_size, geom.stride, geom.dilation,
                   spec.padding if isinstance(spec.padding, str) else geom.pads)
+
+
+# The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on JAX runs in a worker
+# of its own.
+FRAMEWORK = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*VARIANTS, *keras.VARIANTS),
+                      workers=keras.on("jax"), planner=__name__, ad_modes=AD_MODES, costs=COSTS,
+                      env_switches=ENV_SWITCHES)

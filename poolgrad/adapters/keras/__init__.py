@@ -21,6 +21,7 @@ from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms
 from ..base import Unsupported
+from ..framework import WorkerSpec
 
 VARIANTS = ("keras", "keras_global", "keras_global_cf")
 # The variants that pool without a pooling layer's windows (as the frameworks' planners name theirs)
@@ -78,3 +79,12 @@ def plan(spec, variant: str, shape) -> Layer | Unsupported:
         return Unsupported(f"padding {list(geom.pads)} is neither 'same' nor 'valid' for this input, "
                            f"and Keras pooling layers take only 'valid'/'same'")
     return Layer(name, geom.kernel_size, geom.stride, padding.lower(), None)
+
+
+def on(backend: str) -> dict:
+    """The Keras variants of a framework's record (``keras``, ``keras_global``, ...): Keras 3's
+    pooling layers with the framework as Keras's backend. Keras fixes its backend when it is
+    imported (KERAS_BACKEND), so Keras on each backend runs in a worker of its own."""
+    worker = WorkerSpec(f"{backend}-keras", "poolgrad.adapters.keras.adapter", {"KERAS_BACKEND": backend}, "keras",
+                        __name__)
+    return dict.fromkeys(VARIANTS, worker)

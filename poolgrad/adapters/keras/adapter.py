@@ -2,7 +2,7 @@
 each of Keras's backends (the ``keras`` variant of torch, tensorflow and jax).
 
 Keras fixes its backend when it is imported, from KERAS_BACKEND, so this module runs in one
-worker per backend, started with KERAS_BACKEND set (poolgrad/adapters/registry.py, ``keras_on``).
+worker per backend, started with KERAS_BACKEND set (poolgrad/adapters/keras/__init__.py, ``on``).
 
 The layers are called as Keras users call them: MaxPooling{1,2,3}D, AveragePooling{1,2,3}D and
 AdaptiveMaxPooling / AdaptiveAveragePooling{1,2,3}D, channels_last (Keras's default), called
@@ -30,7 +30,7 @@ _BACKEND_ADAPTERS = {"tensorflow": "poolgrad.adapters.tensorflow.adapter", "jax"
 BACKEND = os.environ.get("KERAS_BACKEND")
 if BACKEND not in _BACKEND_ADAPTERS:
     raise RuntimeError(f"KERAS_BACKEND={BACKEND!r}: the keras adapter runs in a worker started with KERAS_BACKEND "
-                       f"set to one of {', '.join(_BACKEND_ADAPTERS)} (poolgrad/adapters/registry.py, keras_on)")
+                       f"set to one of {', '.join(_BACKEND_ADAPTERS)} (poolgrad/adapters/keras/__init__.py, on)")
 # The backend's adapter first: it configures the framework as every poolgrad target runs it
 # (JAX's 64-bit types, no TF32), and its mode functions differentiate the layer call.
 _backend = importlib.import_module(_BACKEND_ADAPTERS[BACKEND])

@@ -37,8 +37,9 @@ from typing import Any
 
 from poolgrad.reference.geometry import padding_name, resolve
 
-from .. import idioms
+from .. import idioms, keras
 from ..base import Unsupported
+from ..framework import Framework
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 # The variants traced by tf.function, and whether with XLA (jit_compile).
@@ -176,3 +177,10 @@ def plan(spec, variant: str, shape) -> Call | Unsupported:
         # as they are: tf.nn refuses what it cannot take itself (see _refusal).
         api = "pool" if dilated else "nn"
     return Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)
+
+
+# The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on TensorFlow runs in a
+# worker of its own.
+FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
+                      (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
+                      __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)

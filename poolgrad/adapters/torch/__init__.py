@@ -38,8 +38,9 @@ import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms
+from .. import idioms, keras
 from ..base import Unsupported
+from ..framework import Framework
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
             "unfold")
@@ -210,3 +211,10 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     if variant == "return_indices":
         kw["return_indices"] = True
     return kw
+
+
+# The record pyproject.toml registers (poolgrad/adapters/framework.py): this package plans, and
+# adapter.py runs, every variant but Keras's, which runs on torch in a worker of its own.
+FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
+                      {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
+                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
