@@ -17,17 +17,18 @@ building it writes nothing (build/, *.egg-info) into the working tree.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
+from pathlib import Path
 
 import nox
+
+from poolgrad.suite import lanes
 
 nox.options.default_venv_backend = "uv"
 nox.options.envdir = "out/lanes/.nox"
 nox.options.reuse_existing_virtualenvs = False
 
-OUT = "out/lanes"
+ROOT = Path(__file__).resolve().parent
 
 VARIANTS = {
     "torch": "eager,channels_last,module,return_indices",  # + compile when asked (see docstring)
@@ -67,44 +68,18 @@ LANES = {
 @nox.parametrize("lane", [nox.param(lane, id=lane) for lane in LANES])
 def lane(session: nox.Session, lane: str) -> None:
     framework, requirements, env = LANES[lane]
-    # Bytecode compiled at install: workers import the framework afresh on every (re)start.
-    session.install("--compile-bytecode", _poolgrad_copy(session), *requirements)
-
-    pytest_args = [a for a in session.posargs if a != "compile"]
-    variants, results = VARIANTS[framework], os.path.abspath(f"{OUT}/{lane}.jsonl")
+    variants = VARIANTS[framework]
     if framework == "torch" and ("compile" in session.posargs or os.environ.get("POOLGRAD_LANE_COMPILE") == "1"):
-        variants, results = variants + ",compile", os.path.abspath(f"{OUT}/{lane}-compile.jsonl")
-
-    # From a directory of its own: the installed poolgrad, not the checkout's, is the one pytest
-    # imports (both on the path are two modules of one name).
-    session.chdir(session.create_tmp())
-    session.run(
-        "pytest", "--pyargs", "poolgrad.conformance",
-        "--frameworks", framework, "--variants", variants, "--devices", "cpu",
-        "-n", "2", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider",
-        "--results", results, "--compile-cache", "none",
-        *pytest_args,
-        # Workers (xdist and the framework processes they spawn) inherit this environment.
-        env=env,
-        success_codes=[0, 1],
-    )
-    # Exit 1 also covers collection errors: insist on records for every variant and the
-    # closing environment record.
-    with open(results) as f:
-        records = [json.loads(line) for line in f]
-    # a result or unsupported record names its target, framework-variant-device
-    ran = {r["target"].split("-", 1)[1].rpartition("-")[0] for r in records if "target" in r}
-    missing = set(variants.split(",")) - ran
-    if not records or records[-1].get("record") != "environment" or missing:
-        session.error(f"{results} is incomplete: no records for {sorted(missing)} or no environment record")
-    session.log(f"{results}: {sum('verdict' in r for r in records)} result records")
+        variants, lane = variants + ",compile", f"{lane}-compile"
+    session.posargs[:] = [a for a in session.posargs if a != "compile"]
+    lanes.run(session, ROOT, lane, framework, variants, requirements, env=env)
 
 
 @nox.session(python="3.11")
 def installed(session: nox.Session) -> None:
     """poolgrad as users install it: a wheel of the checkout (not editable) and one framework
     (JAX), then the suite from an empty directory, where no checkout file can be imported."""
-    session.install(_poolgrad_copy(session), "jax", "jaxlib")
+    session.install(lanes.copy(ROOT, Path(session.create_tmp()) / "poolgrad-src"), "jax", "jaxlib")
     empty = os.path.join(session.create_tmp(), "empty")
     os.makedirs(empty, exist_ok=True)
     session.chdir(empty)
@@ -112,13 +87,3 @@ def installed(session: nox.Session) -> None:
     session.run("pytest", "--pyargs", "poolgrad", "-q", "-p", "no:cacheprovider", "--frameworks", "jax",
                 "--variants", "eager,jit", "-k", "max_pool1d and ties_window", "--results", "r.jsonl",
                 *session.posargs)
-
-
-def _poolgrad_copy(session: nox.Session) -> str:
-    """A copy of the checkout's sources to install from: building writes nothing (build/,
-    *.egg-info) into the checkout."""
-    dest = os.path.join(session.create_tmp(), "poolgrad-src")
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(".", dest, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".nox", "out", "build", "*.egg-info", "__pycache__", ".hypothesis"))
-    return dest
