@@ -37,6 +37,9 @@ class Framework:
     costs: dict = dataclasses.field(default_factory=dict)
     # environment variables that change the framework's pooling, recorded with every run
     env_switches: tuple[str, ...] = ()
+    # API path users call -> (its variant, whether it is given padding "SAME" as a string): the
+    # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/coverage.py)
+    api_paths: dict = dataclasses.field(default_factory=dict)
 
     def worker(self, variant: str | None = None) -> WorkerSpec:
         """The worker that runs ``variant`` (None: the framework's own adapter)."""

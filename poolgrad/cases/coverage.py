@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import itertools
 from pathlib import Path
 
 from allpairspy import AllPairs
 
-from poolgrad.adapters import jax as jax_paths, keras as keras_paths, tensorflow as tf_paths, torch as torch_paths
+from poolgrad.adapters import registry
 from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import DTYPES as REFERENCE_DTYPES, PoolSpec, SpecError, resolve
 
@@ -67,16 +68,22 @@ MODEL = {
 }
 
 
-# The API paths whose own classes the rows cover, as (planner, variant): the adapters' pure
-# planners say whether a path takes a geometry. The keras variant runs on every Keras backend
-# (torch, tensorflow, jax), so a row Keras takes reaches all three.
-PATHS = {"torch": (torch_paths.plan, "eager"), "tf.nn": (tf_paths.plan, "eager"),
-         "tf.nn.max_pool_with_argmax": (tf_paths.plan, "with_argmax"),
-         "lax.reduce_window": (jax_paths.plan, "eager"), "flax": (jax_paths.plan, "flax"),
-         "keras": (keras_paths.plan, "keras")}
+def _api_paths() -> dict[str, tuple]:
+    """The API paths whose own classes the rows cover, by name: (planner's plan, variant, given
+    "SAME" as a string), from the registered frameworks' records (``api_paths``). The pure
+    planners say whether a path takes a geometry. A path several records name (Keras's, whose
+    variant runs on every backend) counts once: a row Keras takes reaches every backend."""
+    paths = {}
+    for fw in registry.FRAMEWORKS.values():
+        for name, (variant, same) in fw.api_paths.items():
+            paths.setdefault(name, (importlib.import_module(fw.worker(variant).planner).plan, variant, same))
+    return dict(sorted(paths.items()))
+
+
+PATHS = {name: (plan, variant) for name, (plan, variant, _) in _api_paths().items()}
 # The paths given padding "SAME" as a string, which resolve it themselves (TF's rule: the odd
-# pad goes after). torch takes no SAME, and lax.reduce_window is given the resolved pairs.
-SAME_PATHS = ("tf.nn", "tf.nn.max_pool_with_argmax", "flax", "keras")
+# pad goes after).
+SAME_PATHS = tuple(name for name, (_, _, same) in _api_paths().items() if same)
 # Kernel classes in order of preference for a path row: 3 (what users write most; its windows
 # at an asymmetric SAME pad read two real elements and the pad, where a 2-tap window reads one)
 # first.
@@ -351,7 +358,7 @@ def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
            ", ".join(f"{op} {' '.join(t for t, _ in tags)}" for op, tags in CORE.items() if tags) + "; and "
            + ", ".join(f"{op} ({', '.join(c['regions'] for c in rows)} regions: 2-D, odd size, float32)"
                        for op, rows in CORE_CLASSES.items()) + ".", "",
-           "API paths (`PATHS` in coverage.py, each adapter's planner saying which rows a path takes) add rows where",
+           "API paths (each framework record's `api_paths`, its planner saying which rows a path takes) add rows where",
            "their own classes are not met: SAME resolving to symmetric and to asymmetric pads along the first and the last",
            f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; Keras on every",
            "backend); ceil_mode with and without overhang in every rank for every path that takes it; a one-element input",

@@ -31,6 +31,8 @@ from ..framework import Framework
 VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
 JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches")
 IDIOMS = ("reduce", "reduce_jit", "reshape", "patches")
+# lax.reduce_window is given the resolved pairs; flax.linen takes "SAME" itself
+API_PATHS = {"lax.reduce_window": ("eager", False), "flax": ("flax", True)}
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "jit", "reduce", "reduce_jit"), "double_backward": ("eager", "jit", "reduce", "reduce_jit")}
@@ -131,4 +133,4 @@ def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
 # of its own.
 FRAMEWORK = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*VARIANTS, *keras.VARIANTS),
                       workers=keras.on("jax"), planner=__name__, ad_modes=AD_MODES, costs=COSTS,
-                      env_switches=ENV_SWITCHES)
+                      env_switches=ENV_SWITCHES, api_paths={**API_PATHS, **keras.API_PATHS})

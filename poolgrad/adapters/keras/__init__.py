@@ -29,6 +29,7 @@ IDIOMS = ("keras_global", "keras_global_cf")
 GLOBAL_NAMES = {"adaptive_max_pool": "GlobalMaxPooling", "adaptive_avg_pool": "GlobalAveragePooling"}
 LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
+API_PATHS = {"keras": ("keras", True)}  # the layers take padding="same"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,6 +45,7 @@ VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_functio
 # The variants traced by tf.function, and whether with XLA (jit_compile).
 GRAPHS = {"function": False, "xla": True, "reduce_function": False, "reduce_xla": True}
 IDIOMS = ("reduce", "reduce_function", "reduce_xla", "reshape", "patches")
+API_PATHS = {"tf.nn": ("eager", True), "tf.nn.max_pool_with_argmax": ("with_argmax", True)}
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "function", "reduce", "reduce_function"),
@@ -183,4 +184,5 @@ def plan(spec, variant: str, shape) -> Call | Unsupported:
 # worker of its own.
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                       (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
-                      __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
+                      __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
+                      api_paths={**API_PATHS, **keras.API_PATHS})

@@ -46,6 +46,7 @@ VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "am
             "unfold")
 # The idioms' reductions, by variant: which ops they compute (a global variant only one).
 GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
+API_PATHS = {"torch": ("eager", False)}  # F.*_pool: explicit pads only
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "compile", "amax", "max_dim"), "double_backward": ("eager", "amax", "max_dim")}
@@ -217,4 +218,5 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 # adapter.py runs, every variant but Keras's, which runs on torch in a worker of its own.
 FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
                       {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
-                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
+                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
+                      api_paths={**API_PATHS, **keras.API_PATHS})
