@@ -94,6 +94,15 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
 
 
+def install(tree: Path) -> None:
+    """This Python's poolgrad made ``tree``'s (an editable install) before the tree's runs: the
+    plugin entry points a commit registers (``poolgrad.adapters``) are the installed metadata's,
+    and another commit's may name records this one lacks. Plugins installed beside poolgrad
+    load in every run: uninstall them before a baseline that cannot import them."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(tree)],
+                   check=True, capture_output=True)
+
+
 def _plain_bytes(results: Path) -> int:
     """The results file's size as plain JSON lines (decompressed where it is gzip)."""
     if not results.exists():
@@ -196,6 +205,8 @@ def main(argv=None) -> int:
             # With --scale the catalogue's own run is the x1 case file's: run once, not twice.
             for _ in range(0 if args.scale and not args.baseline else args.rounds):
                 for label, tree in trees.items():
+                    if args.baseline:
+                        install(tree)
                     for mode in modes:
                         for cache in caches:
                             name = f"{label}/{mode}/{cache}"
@@ -224,6 +235,7 @@ def main(argv=None) -> int:
                                   f"{floor['cpu_s']} s CPU, exit {floor['exit']}", flush=True)
         finally:
             if args.baseline:
+                install(ROOT)
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
                                capture_output=True)
     runs = report["runs"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from poolgrad.json_values import SPECIAL, float_to_json, shape_of, to_float64
+from poolgrad.json_values import SPECIAL, encode_array, shape_of, to_float64
 from poolgrad.reference import PoolSpec, SpecError, output_shape
 from poolgrad.reference.spec import FIELDS
 
@@ -193,20 +193,11 @@ def load_case_file(path, max_elements: int = 1_000_000) -> list[Case]:
     return cases
 
 
-def _jsonable(a: np.ndarray):
-    """Nested lists of floats written as the repr of their float64 value (which rounds back
-    to the same value of the case's dtype), with non-finite values and -0.0 as strings."""
-    flat = [float_to_json(v) for v in a.astype(np.float64).ravel().tolist()]
-    for n in reversed(a.shape[1:]):
-        flat = [flat[i:i + n] for i in range(0, len(flat), n)]
-    return flat
-
-
 def case_to_dict(case: Case) -> dict:
-    entry = {"id": case.id, "family": case.family, **case.spec.to_dict(), "input": _jsonable(case.input)}
+    entry = {"id": case.id, "family": case.family, **case.spec.to_dict(), "input": encode_array(case.input)}
     if case.input.size == 0:
         entry["shape"] = list(case.input.shape)
-    entry["grad_output"] = _jsonable(case.grad_output)
+    entry["grad_output"] = encode_array(case.grad_output)
     return entry
 
 

@@ -19,82 +19,11 @@ from typing import Iterable
 
 import numpy as np
 
-from poolgrad.json_values import to_float64
+from poolgrad.json_values import decode_array, encode_array, written_values  # noqa: F401  (the codec's arrays)
 
 from .schema import (AGAINST_EXPECTED, CASE_DEFAULTS, CASE_FIELDS, EMPTY_AS_ABSENT, FROM_TARGET, OPTIONAL, TEXT_FIELDS,
                      RecordError, target_fields, validate)
 
-
-
-# Below this magnitude an integral float64 is written as a JSON integer ("3", not "3.0"): it
-# reads back as the same float, and most values in pooling cases are integral.
-_EXACT_INT = 2.0 ** 53
-
-
-def encode_array(a) -> list:
-    """A NumPy array as nested lists; floats use the special strings, integers stay ints. A
-    value is written as the shortest decimal that reads back as the same value of its own
-    dtype (float32 0.1 as 0.1, not 0.10000000149011612)."""
-    a = np.asarray(a)
-    if a.dtype.kind in "iub":
-        return a.tolist()
-    f = _shortest(a)
-    out = f.astype(object)
-    with np.errstate(invalid="ignore"):
-        integral = (np.abs(f) < _EXACT_INT) & (f == np.trunc(f))
-    out[integral] = f[integral].astype(np.int64).astype(object)
-    out[np.isnan(f)] = "nan"
-    out[f == np.inf] = "inf"
-    out[f == -np.inf] = "-inf"
-    out[(f == 0) & np.signbit(f)] = "-0.0"
-    return out.tolist()
-
-
-def _shortest(a: np.ndarray) -> np.ndarray:
-    """``a`` as float64 values whose repr is the shortest decimal that reads back (through
-    float64) as ``a``'s bits; a value none of the decimals tried reads back as stays exact."""
-    exact = a.astype(np.float64)
-    if a.dtype == np.float64 or a.size == 0:
-        return exact
-    if a.dtype in (np.float32, np.float16):  # NumPy writes these shortest (Dragon4)
-        tries = [a.astype(str).astype(np.float64)]
-    else:  # ml_dtypes' bfloat16 has no str cast; its 8 significant bits need at most 4 digits
-        tries = [np.char.mod(f"%.{digits}g", exact).astype(np.float64) for digits in (4, 3, 2)]
-    bits = a.view(f"u{a.itemsize}")
-    short = exact
-    for t in tries:
-        short = np.where(t.astype(a.dtype).view(f"u{a.itemsize}") == bits, t, short)
-    return short
-
-
-def decode_array(nested, dtype) -> np.ndarray:
-    """The inverse of encode_array: nested lists (with the special strings) to ``dtype``.
-
-    ``dtype`` may be a name ("bfloat16") or a NumPy dtype. A ragged list or an unknown string
-    raises ValueError.
-    """
-    return to_float64(nested).astype(_dtype(dtype))
-
-
-def written_values(nested, dtype) -> np.ndarray:
-    """The exact float64 values an encoded array stands for, whichever writer wrote it: exact
-    float64 reprs (writers before the shortest decimals), or the shortest decimals of the
-    case's ``dtype``, or of float32 for an array a framework returned wider than the case."""
-    f = to_float64(nested)
-    for dtype in (_dtype(dtype), np.dtype(np.float32)):
-        with np.errstate(over="ignore"):
-            d = f.astype(dtype)
-        exact = d.astype(np.float64)
-        if np.array_equal(exact, f, equal_nan=True) or encode_array(d) == nested:
-            return exact
-    return f
-
-
-def _dtype(dtype) -> np.dtype:
-    if isinstance(dtype, str):
-        from poolgrad.reference.dtypes import DTYPES
-        return DTYPES[dtype] if dtype in DTYPES else np.dtype(dtype)
-    return np.dtype(dtype)
 
 
 def _json_scalar(v):

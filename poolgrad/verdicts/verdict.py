@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import numpy as np
 
-from poolgrad.json_values import float_to_json
+from poolgrad.json_values import encode_array, float_to_json
 
 VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
             "timeout", "nondeterministic", "not_installed", "no_device")
@@ -14,7 +14,7 @@ VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_ind
 def json_value(v):
     """Arrays to nested lists, with NaN and +-inf (and -0.0) as the case-file strings."""
     if isinstance(v, np.ndarray):
-        return _array_value(v)
+        return encode_array(v)
     if isinstance(v, (list, tuple)):
         return [json_value(i) for i in v]
     if isinstance(v, dict):
@@ -24,21 +24,6 @@ def json_value(v):
     if isinstance(v, np.integer):
         return int(v)
     return v
-
-
-def _array_value(a: np.ndarray):
-    """json_value of an array, converted whole: finite floats as they are, the special values
-    as strings (a per-element pass over every record's arrays was a tenth of a run's time)."""
-    f = a.astype(np.float64)
-    negative_zero = (f == 0) & np.signbit(f)
-    if np.isfinite(f).all() and not negative_zero.any():
-        return f.tolist()
-    out = f.astype(object)
-    out[np.isnan(f)] = "nan"
-    out[f == np.inf] = "inf"
-    out[f == -np.inf] = "-inf"
-    out[negative_zero] = "-0.0"
-    return out.tolist()
 
 
 @dataclasses.dataclass
