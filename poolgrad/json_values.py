@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy, by name too)
 import numpy as np
 
 SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0}
@@ -122,7 +123,5 @@ def written_values(nested, dtype) -> np.ndarray:
 
 
 def _dtype(dtype) -> np.dtype:
-    if isinstance(dtype, str):
-        from poolgrad.reference.dtypes import DTYPES
-        return DTYPES[dtype] if dtype in DTYPES else np.dtype(dtype)
+    """A NumPy dtype or its name ("bfloat16" is ml_dtypes', which registers the name)."""
     return np.dtype(dtype)
