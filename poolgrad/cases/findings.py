@@ -9,7 +9,8 @@ the *properties of the case* that trigger it (poolgrad/reference/properties.py),
 judged like the catalogue's. Its claim is a partial policy for the forward and/or the
 gradient (checked by re-running the reference under it), or a verdict (an error by type and
 message pattern). The releases a finding holds for come from the release lanes' history
-(poolgrad/cases/data/history.json, see poolgrad/cases/history.py), never from the entry itself.
+(each framework's history.json beside its findings, see poolgrad/cases/history.py), never from
+the entry itself.
 
 Judging one (case, target) result (:meth:`Knowledge.judge`): the findings in scope compose
 (their partial policies merge), so a case with NaNs *and* subnormals is explained by the two
@@ -36,11 +37,12 @@ from packaging.version import InvalidVersion, Version
 from poolgrad.reference.properties import PROPERTIES
 from poolgrad.verdicts import Policy
 
-from .history import load_history, version_range
+from .history import load_history, merged, version_range
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_PATH = DATA / "findings.toml"
-HISTORY_PATH = DATA / "history.json"
+# load()'s default history: every framework package's history.json, united
+FRAMEWORK_HISTORIES = "frameworks"
 
 POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate", "zero_sign")
 CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported")
@@ -428,28 +430,39 @@ def _upstream(fid: str, raw: dict) -> tuple[Reference, ...]:
     return tuple(out)
 
 
-def framework_files() -> list[Path]:
-    """The knowledge base poolgrad reads by default: every registered framework's file (a
-    ``findings.toml`` beside its planners: a framework's knowledge lives in its package, a
-    plugin's included), in registration order, and the core's file where one is left."""
+def framework_packages() -> dict[str, Path]:
+    """Every registered framework's package directory, by framework (its planner's: a
+    framework's knowledge lives in its package, a plugin's included), then those of variants
+    another package runs (Keras), by package, in registration order."""
     from poolgrad.adapters import registry  # the registry reads entry points: only when asked
 
     frameworks = registry.FRAMEWORKS.values()
-    # each framework's own package first, then those of variants run by another package (Keras)
-    packages = dict.fromkeys([fw.planner for fw in frameworks if fw.planner]
-                             + [w.planner for fw in frameworks for w in fw.workers.values() if w.planner])
-    files = [DEFAULT_PATH] if DEFAULT_PATH.exists() else []
-    for package in packages:
+    named = {**{fw.name: fw.planner for fw in frameworks if fw.planner},
+             **{w.planner: w.planner for fw in frameworks for w in fw.workers.values() if w.planner}}
+    found = {}
+    for key, package in named.items():
         spec = importlib.util.find_spec(package)
-        found = Path(spec.origin).parent / "findings.toml" if spec and spec.origin else None
-        if found is not None and found.exists() and found not in files:
-            files.append(found)
-    return files
+        if spec and spec.origin and Path(spec.origin).parent not in found.values():
+            found[key] = Path(spec.origin).parent
+    return found
 
 
-def load(path: str | Path | None = None, history: str | Path | None = HISTORY_PATH, extra=()) -> "Knowledge":
+def framework_files() -> list[Path]:
+    """The knowledge base poolgrad reads by default: the ``findings.toml`` of every framework
+    package (framework_packages), and the core's file where one is left."""
+    files = [DEFAULT_PATH] if DEFAULT_PATH.exists() else []
+    return files + [d / "findings.toml" for d in framework_packages().values() if (d / "findings.toml").exists()]
+
+
+def history_files() -> list[Path]:
+    """The lanes' history poolgrad reads by default: each framework package's ``history.json``."""
+    return [d / "history.json" for d in framework_packages().values() if (d / "history.json").exists()]
+
+
+def load(path: str | Path | None = None, history: str | Path | None = FRAMEWORK_HISTORIES, extra=()) -> "Knowledge":
     """The findings of ``path`` (default: :func:`framework_files`), plus those of the files in
-    ``extra`` (a user's own, which extend the base, never replace it)."""
+    ``extra`` (a user's own, which extend the base, never replace it); their version ranges from
+    ``history``: a history file, None for none, or by default every framework's (history_files)."""
     paths = [Path(path)] if path is not None else framework_files()
     findings = []
     for p in (*paths, *map(Path, extra)):
@@ -458,9 +471,9 @@ def load(path: str | Path | None = None, history: str | Path | None = HISTORY_PA
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise FindingsError(f"duplicate finding id {dupes[0]!r} (in {', '.join(map(str, (*paths, *extra)))})")
-    hist = {}
-    if history is not None and Path(history).exists():
-        hist = load_history(history)
+    files = history_files() if history == FRAMEWORK_HISTORIES else [Path(history)] if history is not None else []
+    hist = merged(*(load_history(h) for h in files if h.exists()))
+    if files:
         findings = [dataclasses.replace(f, versions=SpecifierSet(version_range(hist, f.id))) for f in findings]
     return Knowledge(findings, hist)
 

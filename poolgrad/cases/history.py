@@ -3,10 +3,11 @@
 A release lane (``noxfile.py``) installs one release of one framework and runs the catalogue
 on CPU; its results file is judged here against the knowledge base with no version ranges,
 exactly as a run judges a result (suite.check), and reduced to counts per finding and lane:
-how many results the finding explained, and how many in its scope it did not. The committed
-``poolgrad/cases/data/history.json`` holds only those counts and the lanes' environments (no arrays);
-each finding's version range is derived from it (:func:`version_range`). ``python -m
-poolgrad.suite.history`` builds and shows it.
+how many results the finding explained, and how many in its scope it did not. Each framework
+keeps the history of its own lanes beside its findings, as ``history.json`` in its package
+(plugins' included); the knowledge base reads them all, united (:func:`merged`). A file holds
+only those counts and the lanes' environments (no arrays); each finding's version range is
+derived from it (:func:`version_range`). ``python -m poolgrad.suite.history`` builds and shows it.
 
 A range is bounded only where a measured release contradicts the finding: it starts at the
 oldest release measured to hold after one measured not to, and ends before the first release
@@ -31,6 +32,24 @@ def load_history(path) -> dict:
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} file")
     return data
+
+
+def merged(*histories: dict) -> dict:
+    """One history of several (each framework's, or a file and the lanes of a new build): a
+    lane of the same name in a later one replaces the earlier's, with its counts."""
+    lanes: dict[str, dict] = {}
+    findings: dict[str, dict] = {}
+    for history in histories:
+        names = {lane["lane"] for lane in history.get("lanes", [])}
+        for per in findings.values():
+            for name in names & per.keys():
+                del per[name]
+        lanes.update((lane["lane"], lane) for lane in history.get("lanes", []))
+        for fid, per in history.get("findings", {}).items():
+            findings.setdefault(fid, {}).update(per)
+    return {"format": FORMAT,
+            "lanes": sorted(lanes.values(), key=lambda lane: (lane["framework"], version_key(lane["version"]), lane["lane"])),
+            "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items()) if per}}
 
 
 def version_key(v: str) -> Version:

@@ -3,6 +3,9 @@
     python -m poolgrad.suite.history build out/lanes/*.jsonl      # re-judge lane results, write the history
     python -m poolgrad.suite.history build --add --devices gpu gpu.jsonl   # add a GPU machine's lanes
     python -m poolgrad.suite.history show                         # findings x releases, as a table
+
+Each framework's lanes are written to its own package's history.json (a plugin's to the
+plugin's), or all to one file with -o.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from poolgrad.cases import findings as kb
-from poolgrad.cases.history import FORMAT, fixed_in, load_history, per_release, version_key, version_range
+from poolgrad.cases.history import FORMAT, fixed_in, load_history, merged, per_release, version_key, version_range
 from poolgrad.reports.records import read_results
 
 from .machine import completed, record as machine_record
@@ -77,18 +80,22 @@ def build(paths, knowledge, this_machine, devices=("cpu", "gpu")) -> dict:
             "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items())}}
 
 
-def add(history: dict, lanes: dict) -> dict:
-    """``history`` with the lanes of another build added (a lane of the same name replaced): a
-    new release or machine joins without the earlier lanes' results files."""
-    names = {lane["lane"] for lane in lanes["lanes"]}
-    findings = {fid: {lane: c for lane, c in per.items() if lane not in names}
-                for fid, per in history.get("findings", {}).items()}
-    for fid, per in lanes["findings"].items():
-        findings.setdefault(fid, {}).update(per)
-    kept = [lane for lane in history.get("lanes", []) if lane["lane"] not in names]
-    return {"format": FORMAT,
-            "lanes": sorted(kept + lanes["lanes"], key=lambda lane: (lane["framework"], version_key(lane["version"]), lane["lane"])),
-            "findings": {fid: dict(sorted(per.items())) for fid, per in sorted(findings.items()) if per}}
+def by_framework(history: dict) -> dict[str, dict]:
+    """``history`` cut into one history per framework: its lanes, and the counts measured in them."""
+    out = {}
+    for framework in sorted({lane["framework"] for lane in history["lanes"]}):
+        names = {lane["lane"] for lane in history["lanes"] if lane["framework"] == framework}
+        out[framework] = merged({"lanes": [lane for lane in history["lanes"] if lane["lane"] in names],
+                                 "findings": {fid: {n: c for n, c in per.items() if n in names}
+                                              for fid, per in history["findings"].items()}})
+    return out
+
+
+def _write(path: Path, history: dict, add: bool) -> None:
+    if add and path.exists():
+        history = merged(load_history(path), history)
+    path.write_text(json.dumps(history, indent=1, sort_keys=True) + "\n")
+    print(f"history: {path} ({len(history['lanes'])} lanes)")
 
 
 def _fixes(f) -> str:
@@ -125,24 +132,31 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="re-judge lane results files and write the history")
     b.add_argument("results", nargs="+")
-    b.add_argument("-o", "--output", default=str(kb.HISTORY_PATH))
+    b.add_argument("-o", "--output", default=None,
+                   help="one file for every lane (default: each framework's package's history.json)")
     b.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     b.add_argument("--devices", default="cpu,gpu", help="the results of these devices only (comma list)")
     b.add_argument("--add", action="store_true",
-                   help="add these lanes to the history at --output (same-named lanes replaced) instead of writing it anew")
+                   help="add these lanes to the history (same-named lanes replaced) instead of writing it anew")
     s = sub.add_parser("show", help="print findings x releases")
-    s.add_argument("--history", default=str(kb.HISTORY_PATH))
+    s.add_argument("--history", default=None, help="a history file (default: every framework's, united)")
     s.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
+    knowledge = kb.load(history=None, extra=args.findings)
     if args.command == "build":
-        hist = build(args.results, kb.load(history=None, extra=args.findings), machine_record(), tuple(args.devices.split(",")))
-        if args.add:
-            hist = add(load_history(args.output), hist)
-        Path(args.output).write_text(json.dumps(hist, indent=1, sort_keys=True) + "\n")
-        print(table(hist, kb.load(history=None, extra=args.findings)))
-        print(f"history: {args.output} ({len(hist['lanes'])} lanes)")
+        hist = build(args.results, knowledge, machine_record(), tuple(args.devices.split(",")))
+        if args.output:
+            _write(Path(args.output), hist, args.add)
+        else:
+            packages = kb.framework_packages()
+            for framework, part in by_framework(hist).items():
+                if framework not in packages:
+                    raise SystemExit(f"lanes of {framework!r}, which no installed framework package is: "
+                                     f"install it, or write them with -o FILE")
+                _write(packages[framework] / "history.json", part, args.add)
+        print(table(kb.load(history=args.output or kb.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
     else:
-        print(table(load_history(args.history), kb.load(history=None, extra=args.findings)))
+        print(table(kb.load(history=args.history or kb.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
     return 0
 
 

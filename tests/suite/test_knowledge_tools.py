@@ -14,7 +14,8 @@ from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
-from poolgrad.suite.history import add, build
+from poolgrad.cases.history import merged
+from poolgrad.suite.history import build, by_framework
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
 
@@ -90,10 +91,15 @@ def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
     cpu = build([_run(tmp_path / "cpu.jsonl", "2.13.0", kb, {"nan_tie": "last"})], kb, MACHINE)
     gpu_run = _run(tmp_path / "gpu.jsonl", "2.13.0", kb, {}, device="gpu")     # canonical on the GPU
     assert build([gpu_run], kb, MACHINE, devices=("cpu",))["lanes"] == []
-    both = add(cpu, build([gpu_run], kb, MACHINE, devices=("gpu",)))
+    both = merged(cpu, build([gpu_run], kb, MACHINE, devices=("gpu",)))
     assert [(lane["lane"], lane["device"]) for lane in both["lanes"]] == [("otherfw-2.13.0", "cpu"), ("otherfw-2.13.0-gpu", "gpu")]
     assert both["findings"]["last-nan"] == {"otherfw-2.13.0": [2, 0], "otherfw-2.13.0-gpu": [0, 2]}
-    assert add(both, build([gpu_run], kb, MACHINE, devices=("gpu",))) == both    # a lane added again replaces itself
+    assert merged(both, build([gpu_run], kb, MACHINE, devices=("gpu",))) == both    # a lane added again replaces itself
+    # each framework's lanes go to its own package's history, and read back united
+    other = {**both, "lanes": [{**lane, "lane": "fw2-1.0", "framework": "fw2", "version": "1.0"} for lane in both["lanes"][:1]],
+             "findings": {"f2": {"fw2-1.0": [1, 0]}}}
+    parts = by_framework(merged(both, other))
+    assert sorted(parts) == ["fw2", "otherfw"] and parts["otherfw"] == both and merged(*parts.values()) == merged(both, other)
 
 
 def test_onednn_isa_cap_limits_the_features_findings_see():
