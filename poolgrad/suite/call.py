@@ -10,9 +10,10 @@ is derived once, by the object that owns it:
 - a ``FrameworkCall`` is one target's call of a group's cases: which cases it held (what the
   other cases of a call were matters to a kernel that writes across cases).
 
-A group keeps what it derived while checks of its cases in one mode are pending and drops it
-after the last one (``done``): the reference's policy results are a run's largest memory, and
-the AD modes' checks come after every unit of the reverse mode (they are no unit's tests).
+A group keeps the reference's work and the encoded arrays while checks of its cases in one mode
+are pending and drops them after the last one (``done``): the reference's policy results are a
+run's largest memory, and the AD modes' checks come after every unit of the reverse mode (they
+are no unit's tests).
 """
 
 from __future__ import annotations
@@ -51,11 +52,10 @@ class Group:
         self._pending[mode] += checks
 
     def done(self, mode: str = "backward") -> None:
-        """One check in ``mode`` of a case of the group is over; after the mode's last, what the
-        group derived goes (a later mode derives it again)."""
+        """One check in ``mode`` of a case of the group is over; after the mode's last, the
+        reference's work and the encoded arrays go (a later mode derives them again)."""
         self._pending[mode] -= 1
-        if self._pending[mode] <= 0:
-            self._properties.clear()
+        if self._pending[mode] <= 0:  # the properties stay: a few names per case
             self._references.clear()
             self._fields.clear()
 
@@ -73,13 +73,15 @@ class Group:
                                         properties_of_cases(case.spec, [c.input for c in missing])))
         return self._properties[case.id]
 
-    def reference(self, case):
+    def reference(self, case, among=None):
         """The case as the verdicts see it (poolgrad/verdicts/case.py): the reference's work is
-        done on a stack of the case and the group's cases not stacked yet, up to STACK_ELEMENTS,
-        each case's value family its kin."""
+        done on a stack of the case and the cases ``among`` (by default the group's) not stacked
+        yet, up to STACK_ELEMENTS, each case's value family its kin. A framework call asks with
+        its own cases: an AD mode's call holds a few of the group's families."""
         if self._member(case).id not in self._references:
             members, size = [], 0
-            for c in [case, *(c for c in self._cases.values() if c.id not in self._references and c is not case)]:
+            pool = self._cases.values() if among is None else among
+            for c in [case, *(c for c in pool if c.id not in self._references and c is not case)]:
                 n = math.prod(c.input.shape)
                 if members and size + n > STACK_ELEMENTS:
                     break
@@ -128,6 +130,10 @@ class FrameworkCall:
     @functools.cached_property
     def _counts(self) -> collections.Counter:
         return collections.Counter(p for c in self.cases for p in self.group.properties(c))
+
+    def reference(self, case):
+        """The case's reference (Group.reference), stacked with this call's cases."""
+        return self.group.reference(case, self.cases)
 
     def others(self, case) -> frozenset[str]:
         """The properties some other case of the call has."""

@@ -61,7 +61,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     # The verdict and its policy come from the arrays alone (the policy search's canonical
     # choice), whatever the knowledge base says: one behaviour, one label.
     fw = registry.FRAMEWORKS.get(target.framework)
-    ref = call.group.reference(case)
+    ref = call.reference(case)
     if mode == "backward":
         v = verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=repeats, reference=ref,
                               index_layout=fw.index_layouts.get(target.variant) if fw else None)
