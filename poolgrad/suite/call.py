@@ -25,7 +25,7 @@ import math
 
 from poolgrad.adapters.base import Target
 from poolgrad.reference.properties import properties_of_cases
-from poolgrad.reports.records import encode_array
+from poolgrad.json_values import encode_array
 from poolgrad.verdicts.case import STACK_ELEMENTS, stacked
 
 

@@ -12,7 +12,7 @@ from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases.findings import IMPACTS, Finding, Judgement, Knowledge, Machine, policy_text
 from poolgrad.reference.properties import properties_of_cases
-from poolgrad.reports.records import encode_array
+from poolgrad.json_values import encode_array
 from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
