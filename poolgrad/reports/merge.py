@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import json
 
-from .records import ResultsWriter, dumps
+from .records import ResultsWriter, dumps, open_results
 from .schema import case_label
 
 # Environment fields that identify a lane; shard, date and run_id describe one process only.
@@ -90,7 +90,7 @@ def merge(environments: list[dict], results: list[dict], *, keep_timing: bool = 
 
 
 def write_merged(merged: Merged, path) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
+    with open_results(path) as fh:  # .gz compressed, as every results writer
         writer = ResultsWriter(fh)
         for rec in (*merged.environments, *merged.results):
             writer.write(rec)

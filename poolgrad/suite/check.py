@@ -17,6 +17,7 @@ from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
 from poolgrad.verdicts.compare import identical
+from poolgrad.verdicts.extended_policies import unsigned_zeros
 from poolgrad.verdicts.verdict import json_value
 
 from .call import FrameworkCall, Group, op_name
@@ -121,13 +122,18 @@ def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) 
             for side, got, want in (
                 (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
                 (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
+    # A claim that leaves a zero's sign open (zero_sign "any") reads the observed -0.0 as +0.0,
+    # as its policy's own results do.
+    def observed(a, claim):
+        return unsigned_zeros(a) if claim.get("zero_sign") == "any" else a
     if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
-        return (identical(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), ad_modes.derivative(mode, first))
-                and identical(ref.result(verdicts.Policy(**gradient)).grad_input, first.grad_input))
+        return (identical(observed(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), forward),
+                          observed(ad_modes.derivative(mode, first), forward))
+                and identical(ref.result(verdicts.Policy(**gradient)).grad_input, observed(first.grad_input, gradient)))
     # A claim's routing holds whatever order the sums took, unless it claims the order
     # (accumulate): then bit for bit (verdicts/sums.py).
-    return (identical(ref.result(verdicts.Policy(**forward)).forward, first.forward)
-            and routes_as(ref, verdicts.Policy(**gradient), first.grad_input))
+    return (identical(ref.result(verdicts.Policy(**forward)).forward, observed(first.forward, forward))
+            and routes_as(ref, verdicts.Policy(**gradient), observed(first.grad_input, gradient)))
 
 
 def case_properties(case) -> frozenset[str]:

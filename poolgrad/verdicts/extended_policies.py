@@ -20,7 +20,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  selects nothing (a reduce_window from its init value: JAX's forward mode)
   zero_sign      "upstream": an element a window reads but does not select gets 0 * g of that window
                  (a gradient written as mask * g): -0.0 where every window reading it has a
-                 negative upstream gradient (IEEE: -0 + -0 is -0, -0 + +0 is +0)
+                 negative upstream gradient (IEEE: -0 + -0 is -0, -0 + +0 is +0);
+                 "any": the sign of a zero is not claimed (a kernel whose zeros take the sign its
+                 reduction tree or its sums' terms give them): compared with -0.0 read as +0.0
   accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
                  order ("dtype_axis1_reversed": the second output axis visited backwards)
                  (poolgrad/reference/accumulate.py): the gradients of overlapping windows that
@@ -102,6 +104,8 @@ class Policy:
         r = self._evaluate(spec, x, g)
         if self.zero_sign == "upstream" and spec.is_max:
             r.grad_input = upstream_zero_signs(spec, x, g, r.grad_input)
+        if self.zero_sign == "any":
+            r.forward, r.grad_input = unsigned_zeros(r.forward), unsigned_zeros(r.grad_input)
         return r
 
     def _evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
@@ -182,6 +186,11 @@ def upstream_zero_signs(spec, x: np.ndarray, g: np.ndarray, grad: np.ndarray) ->
     reads = reference.backward(spec, flat, np.ones_like(g, dtype=x.dtype), tie="all")
     negative = reference.backward(spec, flat, np.signbit(g).astype(x.dtype), tie="all")
     return np.where((grad == 0) & (reads > 0) & (negative == reads), np.copysign(0.0, -1.0), grad).astype(grad.dtype)
+
+
+def unsigned_zeros(a):
+    """``a`` with every zero +0.0 (for comparisons that do not claim a zero's sign)."""
+    return a if a is None else np.where(a == 0, np.zeros_like(a), a)
 
 
 def reversed_spec(spec):

@@ -55,9 +55,11 @@ def test_a_results_file_judged_again_takes_the_findings_written_since_the_run(tm
     findings = tmp_path / "findings.toml"
     findings.write_text("[[finding]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in NAN_LAST.items() if k != "policy")
                         + 'policy = {nan_tie = "last"}\n')
-    assert replay_main([str(before), "-o", str(tmp_path / "again.jsonl"), "--findings", str(findings)]) == 0
+    # written compressed where the name says so, as every results writer
+    assert replay_main([str(before), "-o", str(tmp_path / "again.jsonl.gz"), "--findings", str(findings)]) == 0
+    assert (tmp_path / "again.jsonl.gz").read_bytes()[:2] == b"\x1f\x8b"
     (env,), old = read_results(before)
-    (env_again,), new = read_results(tmp_path / "again.jsonl")
+    (env_again,), new = read_results(tmp_path / "again.jsonl.gz")
     assert env_again == env and len(new) == len(old) == 3
     assert [r["outcome"] for r in old] == ["fail", "fail", "pass"]
     assert [r["outcome"] for r in new] == ["expected", "expected", "pass"]
