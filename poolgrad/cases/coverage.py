@@ -14,7 +14,8 @@ Keras's layers no ceil_mode, dilation or divisor_override, torch no asymmetric p
 added where a path's own classes (PATHS, path_classes) are not met yet: SAME resolving to
 symmetric and to asymmetric pads along the first and along the last spatial axis, in every rank,
 for every path given "SAME" as a string; ceil_mode with and without overhang in every rank for
-every path that takes it; a one-element input for every path.
+every path that takes it; a one-element input for every path; explicit pads past torch's limit
+(PATH_PADDING) for every path that takes them.
 
     python -m poolgrad.cases.coverage            print what poolgrad/cases/data/geometries.toml covers
     python -m poolgrad.cases.coverage --write    regenerate poolgrad/cases/data/geometries.toml and docs/COVERAGE.md
@@ -53,6 +54,11 @@ DTYPES = tuple(REFERENCE_DTYPES)
 _COMMON = {"rank": (1, 2, 3), "size": tuple(SIZES), "dtype": DTYPES}
 _WINDOW = {"kernel": ("1", "2", "3", "input"), "stride": ("1", "kernel", "over_kernel"),
            "padding": ("0", "max", "SAME", "asymmetric"), "ceil_mode": ("off", "overhang", "no_overhang")}
+# Explicit pads past torch's limit (half the kernel), for the paths that take them: TensorFlow's
+# largest (kernel - 1: "needs to be smaller than the window size") and a pad as long as the
+# kernel (windows of padding alone; lax.reduce_window and flax take any). Path rows only: the
+# pairwise array keeps the op's own boundary values.
+PATH_PADDING = ("over_half", "kernel")
 # Parameters and boundary values per op (order matters only for reading the rows).
 MODEL = {
     "max_pool": {**_COMMON, **_WINDOW, "dilation": ("1", "2")},
@@ -152,6 +158,12 @@ def spec_fields(op: str, row: dict) -> dict | None:
         if max(kernel) < 2:
             return None  # the largest padding of a 1-tap window is 0: the "0" class
         fields["padding"] = [k // 2 for k in kernel]
+    elif pad_class == "over_half":
+        if max(kernel) - 1 <= max(kernel) // 2:
+            return None  # kernel - 1 is half the kernel: the "max" class
+        fields["padding"] = [k - 1 for k in kernel]
+    elif pad_class == "kernel":
+        fields["padding"] = kernel
     elif pad_class == "SAME":
         fields["padding"] = "SAME"
     elif pad_class == "asymmetric":
@@ -190,9 +202,12 @@ def spec_fields(op: str, row: dict) -> dict | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _valid_rows(op: str) -> tuple[tuple, ...]:
-    names = list(MODEL[op])
-    return tuple(values for values in itertools.product(*MODEL[op].values())
+def _valid_rows(op: str, paths: bool = False) -> tuple[tuple, ...]:
+    """The valid full rows of the op's model (``paths``: with PATH_PADDING's pads too)."""
+    model = {**MODEL[op], "padding": MODEL[op]["padding"] + PATH_PADDING} if paths and "padding" in MODEL[op] \
+        else MODEL[op]
+    names = list(model)
+    return tuple(values for values in itertools.product(*model.values())
                  if spec_fields(op, dict(zip(names, values))) is not None)
 
 
@@ -210,7 +225,7 @@ def _geometries(op: str) -> dict[tuple, tuple[tuple, ...]]:
     coincide on small inputs: output_size "1", "half" and "input" of a one-element dim)."""
     names = list(MODEL[op])
     out: dict[tuple, list] = {}
-    for values in _valid_rows(op):
+    for values in _valid_rows(op, paths=True):
         out.setdefault(_key(geometry_row(op, dict(zip(names, values)))), []).append(values)
     return {key: tuple(rows) for key, rows in out.items()}
 
@@ -265,7 +280,8 @@ def _pad_kind(before: int, after: int) -> str | None:
 def path_classes(op: str, row: dict) -> frozenset[tuple]:
     """The API-path classes a valid class row meets: (path, rank, "SAME", "first"|"last" axis,
     "symmetric"|"asymmetric") for each path in SAME_PATHS that takes it, ceil_mode's class for
-    each path that takes that, (path, "one_element") for a one-element input."""
+    each path that takes that, (path, "one_element") for a one-element input, (path, "padding",
+    class) for an explicit pad past torch's limit (PATH_PADDING) that the path takes."""
     fields = spec_fields(op, row)
     size = SIZES[row["size"]][row["rank"]]
     spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
@@ -282,24 +298,30 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
             out.add((name, row["rank"], "ceil_mode", row["ceil_mode"]))
         if row["size"] == "one_element":
             out.add((name, "one_element"))
+        if row.get("padding") in PATH_PADDING:
+            out.add((name, "padding", row["padding"]))
     return frozenset(out)
 
 
 @functools.lru_cache(maxsize=None)
 def _path_classes(op: str) -> dict[tuple, frozenset]:
     names = list(MODEL[op])
-    return {values: path_classes(op, dict(zip(names, values))) for values in _valid_rows(op)}
+    return {values: path_classes(op, dict(zip(names, values))) for values in _valid_rows(op, paths=True)}
 
 
-def path_rows(op: str, have=()) -> list[dict]:
+def path_rows(op: str, have=(), padding: bool = False) -> list[dict]:
     """Valid class rows that meet the path classes the geometries ``have`` (rank, tag, dtype)
     leave unmet: greedily, the row meeting the most first, then float32 (every kernel has it),
-    then by _KERNEL_PREFERENCE and _STRIDE_PREFERENCE, then the product's order. Deterministic."""
+    then by _KERNEL_PREFERENCE and _STRIDE_PREFERENCE, then the product's order. Deterministic.
+    ``padding``: the classes of PATH_PADDING's pads, from rows with them (a pass of its own, so
+    the other classes keep the rows the op's own values give them)."""
     names = list(MODEL[op])
-    classes = _path_classes(op)
+    classes = {values: {c for c in found if (c[1] == "padding") == padding}
+               for values, found in _path_classes(op).items()
+               if padding or values in set(_valid_rows(op))}
     geometries = _geometries(op)
     todo = set().union(*classes.values()).difference(
-        *(classes[values] for key in have for values in geometries.get(key, ())))
+        *(classes.get(values, ()) for key in have for values in geometries.get(key, ())))
     kernel = names.index("kernel") if "kernel" in names else None
     stride = names.index("stride") if "stride" in names else None
     dtype = names.index("dtype")
@@ -362,7 +384,8 @@ def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
            "their own classes are not met: SAME resolving to symmetric and to asymmetric pads along the first and the last",
            f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; Keras on every",
            "backend); ceil_mode with and without overhang in every rank for every path that takes it; a one-element input",
-           "for every path.", "",
+           "for every path; explicit pads past torch's limit of half the kernel (kernel - 1, TensorFlow's largest, and the",
+           "kernel's length, windows of padding alone) for every path that takes them.", "",
            "| op | parameters: boundary values | rows | feasible pairs covered | path classes met |",
            "| --- | --- | --- | --- | --- |"]
     for op, rows in rows_by_op.items():
@@ -390,8 +413,9 @@ def generate() -> dict[str, list[dict]]:
             rows[_key(r)] = {**r, "classes": {**r["classes"], "core": "true"}}
         for r in map(functools.partial(geometry_row, op), covering_rows(op, have=list(rows))):
             rows.setdefault(_key(r), r)
-        for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows))):
-            rows.setdefault(_key(r), {**r, "classes": {**r["classes"], "path": "true"}})
+        for padding in (False, True):
+            for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows), padding=padding)):
+                rows.setdefault(_key(r), {**r, "classes": {**r["classes"], "path": "true"}})
         out[op] = list(rows.values())
     return out
 

@@ -56,6 +56,34 @@ def test_every_same_path_meets_symmetric_and_asymmetric_pads_along_both_axes_in_
         assert wanted <= met, (path, sorted(wanted - met))
 
 
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_every_path_meets_the_largest_explicit_pad_it_takes(op):
+    """The rows themselves: each path whose planner takes an explicit pad past torch's limit (half
+    the kernel) on some valid row takes a row with that pad, and torch's planner refuses one
+    (issue 29: explicit padding, zero and the largest each path allows)."""
+    names = list(coverage.MODEL[op])
+    wanted = {c for values in coverage._valid_rows(op, paths=True)
+              for c in coverage.path_classes(op, dict(zip(names, values))) if c[1] == "padding"}
+    rows = geometry_rows()[op]
+    met = set()
+    for path, (plan, variant) in coverage.PATHS.items():
+        for r in rows:
+            fields = parse_geometry(r["tag"], r["rank"])
+            spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **fields})
+            shape = (1, 1, *r["size"])
+            if isinstance(plan(spec, variant, shape), coverage.Unsupported):
+                continue
+            kernel = resolve(spec, shape).kernel_size
+            pads = [before for before, _ in resolve(spec, shape).pads]
+            met |= {(path, "padding", name) for name, over in (("over_half", [k - 1 for k in kernel]),
+                                                                ("kernel", list(kernel)))
+                    if pads == over and max(kernel) - 1 > max(kernel) // 2 and fields.get("padding") != "SAME"}
+    assert wanted and wanted <= met, sorted(wanted - met)
+    torch_plan, variant = coverage.PATHS["torch"]
+    assert isinstance(torch_plan(PoolSpec.from_dict({"op": f"{op}2d", "kernel_size": 3, "padding": 2}), variant,
+                                 (1, 1, 6, 6)), coverage.Unsupported)
+
+
 def test_a_missing_path_row_shows_as_unmet_classes():
     rows = [r for r in geometry_rows()["avg_pool"] if "path" not in r["classes"]]
     _, _, met, classes = coverage.coverage("avg_pool", rows)
