@@ -23,6 +23,7 @@ def test_a_finding_is_written_knowledge(finding):
     text = " ".join((finding.title, finding.behaviour, finding.source, finding.since))
     assert not re.search(r"observed with \w+ \d|(^|[\s\"(])/(work|tmp|root|home)/|site-packages", text)
     assert "TODO" not in text and len(finding.behaviour) > 80
+    assert finding.impact in findings.IMPACTS  # what it means for training (README, --fail-on)
     assert finding.link == findings.NO_UPSTREAM or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$",
                                                           finding.link)
     fw = FRAMEWORKS[finding.framework]
