@@ -316,9 +316,9 @@ def path_rows(op: str, have=(), padding: bool = False) -> list[dict]:
     ``padding``: the classes of PATH_PADDING's pads, from rows with them (a pass of its own, so
     the other classes keep the rows the op's own values give them)."""
     names = list(MODEL[op])
+    own = set(_valid_rows(op))
     classes = {values: {c for c in found if (c[1] == "padding") == padding}
-               for values, found in _path_classes(op).items()
-               if padding or values in set(_valid_rows(op))}
+               for values, found in _path_classes(op).items() if padding or values in own}
     geometries = _geometries(op)
     todo = set().union(*classes.values()).difference(
         *(classes.get(values, ()) for key in have for values in geometries.get(key, ())))
