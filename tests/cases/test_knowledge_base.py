@@ -47,9 +47,10 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # unfold / extract_patches / conv patches and TensorFlow's 3-D reshape add; 133-135: written
     # beside them since (see git log); 136: JAX's forward mode under an uneven SAME pad (7c85eee);
     # 137: FractionalMaxPoolGrad's refusal of an unpooled axis on a small input (the CI's fuzz)
-    # 138: the GPU column of the reductions (an H200): CUDA's amax keeps either tied zero
+    # 138-139: the second GPU column (an H200): CUDA's amax keeps either tied zero, XLA:GPU's forward
+    # mode on uneven SAME pads follows no visiting order
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 138
+    assert 25 <= len(own) <= 139
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
