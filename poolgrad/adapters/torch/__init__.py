@@ -66,10 +66,6 @@ def _sliding_arguments(spec, geom, rank: int) -> dict | Unsupported:
         origin = " (SAME resolves to them)" if spec.padding == "SAME" else ""
         return Unsupported(f"asymmetric padding {list(pads)}{origin}: torch pools take one symmetric pad per dim")
     padding = tuple(before for before, _ in pads)
-    # torch's pooling_output_shape_pad_lr / avg_pool checks: a pad at most half the dilated window
-    half = tuple((d * (k - 1) + 1) // 2 for k, d in zip(geom.kernel_size, geom.dilation))
-    if any(p > h for p, h in zip(padding, half)):
-        return Unsupported(f"padding {padding}: torch pools take at most half the (dilated) kernel, {half}")
     if spec.op != "max_pool" and any(d != 1 for d in geom.dilation):
         return Unsupported(f"dilation {geom.dilation}: torch {spec.op} has no dilation")
     kw: dict[str, Any] = {"kernel_size": geom.kernel_size, "stride": geom.stride, "ceil_mode": spec.ceil_mode}
