@@ -104,3 +104,21 @@ def test_a_finding_that_claims_the_order_explains_a_reordered_result_bit_for_bit
     shuffled = Outcome(OK, *_loop(x, g, seed=5))
     assert check(case, target, "1.0", [in_order], kb, 0.0).outcome == "expected"
     assert check(case, target, "1.0", [shuffled], kb, 0.0).outcome == "pass"
+
+
+def test_a_split_share_rounded_before_its_sum_routes_as_split_and_a_moved_share_does_not():
+    """tie = "split" where a kernel computes a k-way tie's share as g * (1 / k) in the dtype (the
+    reciprocal rounded first): an ulp off g / k, within the split bound; the same share given
+    to an element outside the tie is still not split's routing."""
+    spec = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 3, "stride": 3, "dtype": "float32"})
+    x = np.zeros((1, 1, 6), np.float32)                     # two windows, each a 3-way tie of zeros
+    g = np.array([[[0.54251707, 0.1]]], np.float32)
+    third = np.float32(1) / np.float32(3)
+    shares = np.repeat(g * third, 3, axis=-1).astype(np.float32)
+    case = Case(spec, x, g)
+    exact = case.result(Policy(tie="split")).grad_input
+    assert not np.array_equal(shares, exact)                # the reciprocal's rounding shows
+    assert routes_as(case, Policy(tie="split"), shares)
+    moved = shares.copy()
+    moved[0, 0, 2], moved[0, 0, 3] = 0, moved[0, 0, 3] + moved[0, 0, 2]   # a share into the next window
+    assert not routes_as(case, Policy(tie="split"), moved)
