@@ -50,6 +50,22 @@ def test_replaying_a_results_file_judges_as_the_run_did(tmp_path):
         assert j.outcome == rec["outcome"] and [f.id for f in j.explained_by] == [f["id"] for f in rec["findings"]]
 
 
+def test_a_result_of_another_shape_or_without_a_gradient_replays_as_the_run_judged_it(tmp_path):
+    """A path that returns indices and a forward of another shape (paddle's with_index under
+    SAME pads) or a forward alone is judged again on what it returned, as the run judged it."""
+    case = make_case("c", "user", SPEC, np.array([[[1, 3, 2, 5]]], dtype=np.float32))
+    outcomes = [Outcome(OK, forward=np.array([[[3]]], np.float32), grad_input=np.zeros((1, 1, 4), np.float32),
+                        indices=np.array([[[1]]], np.int64), info={"call_shape": [1, 1, 4]}),
+                Outcome(OK, forward=np.array([[[3, 5]]], np.float32), info={"call_shape": [1, 1, 4]})]
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as fh:
+        for outcome in outcomes:
+            write_record(fh, {**check(case, TARGET, "1.0", [outcome], Knowledge(), 0.0).record, "run_id": "r"})
+        write_record(fh, {**synthetic.environment("r", versions={"otherfw": "1.0"}), **MACHINE})
+    envs, results = read_results(path)
+    assert [judge_record(rec, Knowledge(), envs[0]).outcome for rec in results] == [rec["outcome"] for rec in results]
+
+
 def test_a_results_file_judged_again_takes_the_findings_written_since_the_run(tmp_path):
     before = _run(tmp_path / "r.jsonl", "2.13.0", Knowledge(), {"nan_tie": "last"})
     findings = tmp_path / "findings.toml"
