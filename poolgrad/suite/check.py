@@ -17,7 +17,6 @@ from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
 from poolgrad.verdicts.compare import identical
-from poolgrad.verdicts.extended_policies import unsigned_zeros
 from poolgrad.verdicts.verdict import json_value
 
 from .call import FrameworkCall, Group, op_name
@@ -116,24 +115,19 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
 def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) -> bool:
     """Whether ``first`` is the reference's result under the (partial) policies ``forward`` and
     ``gradient`` (Knowledge.judge)."""
+    fp, gp = verdicts.Policy(**forward), verdicts.Policy(**gradient)
     if not case.spec.is_max:  # avg/lp: within the op's tolerance, as the policy search matches them
         return mode == "backward" and all(
             got is not None and np.shape(got) == want.shape and bool(close(ref, side, got, want).all())
             for side, got, want in (
-                (0, first.forward, ref.result(verdicts.Policy(**forward)).forward),
-                (1, first.grad_input, ref.result(verdicts.Policy(**gradient)).grad_input)))
-    # A claim that leaves a zero's sign open (zero_sign "any") reads the observed -0.0 as +0.0,
-    # as its policy's own results do.
-    def observed(a, claim):
-        return unsigned_zeros(a) if claim.get("zero_sign") == "any" else a
+                (0, first.forward, ref.result(fp).forward), (1, first.grad_input, ref.result(gp).grad_input)))
+    # The observed arrays as each claim compares them (Policy.compared: a zero's sign left open).
     if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
-        return (identical(observed(ad_modes.policy_jvp(ref, verdicts.Policy(**forward)), forward),
-                          observed(ad_modes.derivative(mode, first), forward))
-                and identical(ref.result(verdicts.Policy(**gradient)).grad_input, observed(first.grad_input, gradient)))
+        return (identical(fp.compared(ad_modes.policy_jvp(ref, fp)), fp.compared(ad_modes.derivative(mode, first)))
+                and identical(ref.result(gp).grad_input, gp.compared(first.grad_input)))
     # A claim's routing holds whatever order the sums took, unless it claims the order
     # (accumulate): then bit for bit (verdicts/sums.py).
-    return (identical(ref.result(verdicts.Policy(**forward)).forward, observed(first.forward, forward))
-            and routes_as(ref, verdicts.Policy(**gradient), observed(first.grad_input, gradient)))
+    return identical(ref.result(fp).forward, fp.compared(first.forward)) and routes_as(ref, gp, gp.compared(first.grad_input))
 
 
 def case_properties(case) -> frozenset[str]:

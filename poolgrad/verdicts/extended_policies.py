@@ -104,9 +104,12 @@ class Policy:
         r = self._evaluate(spec, x, g)
         if self.zero_sign == "upstream" and spec.is_max:
             r.grad_input = upstream_zero_signs(spec, x, g, r.grad_input)
-        if self.zero_sign == "any":
-            r.forward, r.grad_input = unsigned_zeros(r.forward), unsigned_zeros(r.grad_input)
+        r.forward, r.grad_input = self.compared(r.forward), self.compared(r.grad_input)
         return r
+
+    def compared(self, a):
+        """``a`` as this policy's claims compare it: under zero_sign "any" every zero +0.0."""
+        return np.where(a == 0, np.zeros_like(a), a) if self.zero_sign == "any" and a is not None else a
 
     def _evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
         if not spec.is_max:  # arithmetic: what is summed (flushed inputs) and where the sums are kept
@@ -186,11 +189,6 @@ def upstream_zero_signs(spec, x: np.ndarray, g: np.ndarray, grad: np.ndarray) ->
     reads = reference.backward(spec, flat, np.ones_like(g, dtype=x.dtype), tie="all")
     negative = reference.backward(spec, flat, np.signbit(g).astype(x.dtype), tie="all")
     return np.where((grad == 0) & (reads > 0) & (negative == reads), np.copysign(0.0, -1.0), grad).astype(grad.dtype)
-
-
-def unsigned_zeros(a):
-    """``a`` with every zero +0.0 (for comparisons that do not claim a zero's sign)."""
-    return a if a is None else np.where(a == 0, np.zeros_like(a), a)
 
 
 def reversed_spec(spec):
