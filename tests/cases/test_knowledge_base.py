@@ -49,8 +49,11 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 137: FractionalMaxPoolGrad's refusal of an unpooled axis on a small input (the CI's fuzz)
     # 138-139: the second GPU column (an H200): CUDA's amax keeps either tied zero, XLA:GPU's forward
     # mode on uneven SAME pads follows no visiting order
+    # 140-141: what the H200's torch 2.11 compile residue showed in direct calls: forward mode reads
+    # an all -inf window's tangent at the padding tap's index, and 3-D adaptive max pooling with even
+    # bins ran the eager kernel before PR 184396
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 139
+    assert 25 <= len(own) <= 141
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
