@@ -84,14 +84,10 @@ def target_of(f: kb.Finding, case) -> Target:
 
 
 def environment_switches(f: kb.Finding) -> dict:
-    """What the process needs for the finding to be in scope: oneDNN capped below the features
-    its ``onednn_isa`` excludes (ONEDNN_MAX_CPU_ISA, the highest such level; AVX2 before the
-    rarer AVX2_VNNI levels)."""
-    excluded = {r[1:] for r in f.onednn_isa if r.startswith("!")}
-    if not excluded:
-        return {}
-    levels = [name for name, _ in reversed(kb._ISA_LEVELS) if not name.startswith("AVX2_VNNI")]
-    return {"ONEDNN_MAX_CPU_ISA": next(n for n in levels if not (kb.onednn_cap(n) or set()) & excluded)}
+    """What the process needs for the finding to be in scope: the switches that keep the
+    framework's kernels off the features its ``kernel_features`` excludes (its Dispatch)."""
+    excluded = {r[1:] for r in f.kernel_features if r.startswith("!")}
+    return registry.declared(f.framework).dispatch.switches_excluding(excluded) if excluded else {}
 
 
 def record(f: kb.Finding, case, target: Target) -> dict:

@@ -7,6 +7,37 @@ from __future__ import annotations
 import dataclasses
 
 
+class Dispatch:
+    """What of a framework's environment decides which of its kernels run, for findings to scope
+    on (poolgrad/cases/findings.py, Machine) and release lanes to be named by. This base is a
+    framework whose environment decides nothing of the kind; a framework package whose kernels
+    dispatch on its environment (a kernel library's switches) supplies its own.
+
+    ``environment``: the framework's, as a run records it (Framework.dispatch_environment)."""
+
+    # the names of the facts machine_facts reports, which findings' ``machine`` tables name
+    facts: tuple[str, ...] = ()
+    # top-level fields of the environment record that older results files carry for this
+    # dispatch: readers accept them (the run's env_switches hold the same)
+    older_environment_fields: tuple[str, ...] = ()
+
+    def kernel_features(self, cpu_features: frozenset[str], environment: dict) -> frozenset[str]:
+        """The CPU features the framework's kernels may use."""
+        return cpu_features
+
+    def machine_facts(self, environment: dict) -> dict:
+        """Named facts (``{"name": True}``) that findings' ``machine`` tables scope on."""
+        return {}
+
+    def lane(self, environment: dict) -> str:
+        """What sets a release lane apart in its name (``"-isa-avx2"``); "" for nothing."""
+        return ""
+
+    def switches_excluding(self, features: set[str]) -> dict:
+        """Environment switches that keep the framework's kernels off ``features`` ({}: none)."""
+        return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """One worker process: the pool starts one per name."""
@@ -37,9 +68,22 @@ class Framework:
     costs: dict = dataclasses.field(default_factory=dict)
     # environment variables that change the framework's pooling, recorded with every run
     env_switches: tuple[str, ...] = ()
+    # what of its environment decides which kernels run
+    dispatch: Dispatch = Dispatch()
     # API path users call -> (its variant, whether it is given padding "SAME" as a string): the
     # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/coverage.py)
     api_paths: dict = dataclasses.field(default_factory=dict)
+
+    def dispatch_environment(self, switches: dict, reported: dict) -> dict:
+        """The framework's environment as a run records it: what its adapter ``reported``, over
+        the values the run gave its env_switches (``switches``: the run's)."""
+        return {**{k: switches[k] for k in self.env_switches if k in switches}, **reported}
+
+    def environment_in(self, record: dict) -> dict:
+        """Its environment in a results file's environment record (older files keep the run's
+        switches only in ``env_switches``)."""
+        reported = (record.get("frameworks") or {}).get(self.name, {}).get("environment") or {}
+        return self.dispatch_environment(record.get("env_switches") or {}, reported)
 
     def worker(self, variant: str | None = None) -> WorkerSpec:
         """The worker that runs ``variant`` (None: the framework's own adapter)."""

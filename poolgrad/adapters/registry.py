@@ -66,6 +66,12 @@ def get(name: str) -> Framework:
     return FRAMEWORKS[name]
 
 
+def declared(name: str) -> Framework:
+    """The record of a registered framework; for one not registered here (results another
+    installation wrote), a record that declares nothing of it (no env_switches, no dispatch)."""
+    return FRAMEWORKS.get(name) or Framework(name, "", "", (), ())
+
+
 def installed(name: str, variant: str | None = None) -> bool:
     """Importable (with what ``variant``'s worker needs), judged without importing it (that
     would load the framework here)."""

@@ -4,7 +4,8 @@ Each framework package's ``findings.toml`` (``poolgrad/adapters/<framework>/``, 
 planner) holds one curated entry per behaviour of a framework path,
 written for the people who maintain the kernel: what it does, why (the kernel source), the
 upstream report or "no upstream report". Its scope names the target (framework, variants,
-devices), the ops and dtypes (globs), the CPU features or oneDNN state that decide it, and
+devices), the ops and dtypes (globs), the machine that decides it (CPU features, and the
+features the framework's kernels may use and the facts its environment declares: Machine), and
 the *properties of the case* that trigger it (poolgrad/reference/properties.py), so a user's case is
 judged like the catalogue's. Its claim is a partial policy for the forward and/or the
 gradient (checked by re-running the reference under it), or a verdict (an error by type and
@@ -47,7 +48,7 @@ FRAMEWORK_HISTORIES = "frameworks"
 POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate", "zero_sign")
 CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
-           "dtype_cpu_features", "onednn_isa", "onednn", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
+           "dtype_cpu_features", "kernel_features", "machine", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",
            "source", "link", "upstream", "impact", "example", "since", "modes"}
 MODES = ("backward", "jvp", "double_backward")
 NO_UPSTREAM = "no upstream report"
@@ -96,8 +97,8 @@ class Finding:
     # Per dtype, CPU features the dtype is in scope on (where a kernel library takes a dtype
     # only on some CPUs): ((dtype, requirements), ...); the other dtypes hold on every CPU.
     dtype_cpu_features: tuple[tuple[str, tuple[str, ...]], ...]
-    onednn_isa: tuple[str, ...]        # the same, over the features oneDNN may use
-    onednn: bool | None                # the framework's oneDNN state, where it decides
+    kernel_features: tuple[str, ...]   # the same, over the features the framework's kernels may use
+    machine_facts: tuple[tuple[str, bool | str], ...]  # facts the framework's environment must have
     min_call_elements: int             # the framework call (cases stacked) has at least this many
     verdict: str                       # "policy" or the claimed verdict
     forward: dict                      # partial policies (keys of verdicts.Policy)
@@ -120,8 +121,8 @@ class Finding:
         return (framework == self.framework and _any(variant, self.variants)
                 and _any(device, self.devices) and version_in(str(self.versions), version)
                 and _features_hold(self.cpu_features, machine.cpu_features)
-                and _features_hold(self.onednn_isa, machine.onednn_isa(framework))
-                and (self.onednn is None or machine.onednn.get(framework) == self.onednn))
+                and _features_hold(self.kernel_features, machine.kernel_features(framework))
+                and all(machine.facts(framework).get(k) == v for k, v in self.machine_facts))
 
     def on_machine(self, machine: "Machine") -> "Finding | None":
         """The finding less the dtypes whose ``dtype_cpu_features`` this machine's CPU does not
@@ -232,70 +233,39 @@ def version_in(versions: str, version: str) -> bool:
 # -- the machine ------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Machine:
-    """What decides ISA-dependent behaviour: the CPU's features, the cap a run put on oneDNN
-    (ONEDNN_MAX_CPU_ISA) and each framework's oneDNN state."""
+    """What decides ISA-dependent behaviour: the CPU's features and, per framework, what its
+    environment decides of its kernels (poolgrad/adapters/framework.py, Dispatch): the CPU
+    features they may use, and named facts."""
     cpu_features: frozenset[str] = frozenset()
-    onednn_cap: frozenset[str] | None = None   # features oneDNN may use; None: no cap
-    onednn_state: frozenset[tuple[str, bool]] = frozenset()  # (framework, oneDNN on)
+    # (framework, its kernel features, its facts as (name, value) pairs), for the frameworks known
+    frameworks: frozenset[tuple[str, frozenset[str], frozenset[tuple[str, bool | str]]]] = frozenset()
 
-    @property
-    def onednn(self) -> dict[str, bool]:
-        return dict(self.onednn_state)
+    def kernel_features(self, framework: str) -> frozenset[str]:
+        return next((k for name, k, _ in self.frameworks if name == framework), self.cpu_features)
 
-    def onednn_isa(self, framework: str) -> frozenset[str]:
-        if self.onednn.get(framework) is False:
-            return frozenset()
-        return self.cpu_features if self.onednn_cap is None else self.cpu_features & self.onednn_cap
+    def facts(self, framework: str) -> dict:
+        return next((dict(f) for name, _, f in self.frameworks if name == framework), {})
+
+    @classmethod
+    def of(cls, cpu_features, environments: dict[str, dict]) -> "Machine":
+        """A CPU of ``cpu_features``, with the frameworks of ``environments`` (by framework: its
+        environment, Framework.dispatch_environment)."""
+        from poolgrad.adapters import registry  # the registry reads entry points: only when asked
+
+        cpu_features, frameworks = frozenset(cpu_features), []
+        for name, environment in environments.items():
+            dispatch = registry.declared(name).dispatch
+            frameworks.append((name, dispatch.kernel_features(cpu_features, environment),
+                               frozenset(dispatch.machine_facts(environment).items())))
+        return cls(cpu_features, frozenset(frameworks))
 
     @classmethod
     def from_environment(cls, env: dict) -> "Machine":
         """From a results environment record (what the run recorded of the machine)."""
-        cap = env.get("onednn_max_cpu_isa")
-        return cls(frozenset(env.get("cpu_features") or ()),
-                   None if cap in (None, "") else onednn_cap(cap),
-                   frozenset((name, bool(state)) for name, fw in env.get("frameworks", {}).items()
-                             if (state := onednn_state(fw.get("environment", {}))) is not None))
+        from poolgrad.adapters import registry
 
-
-def onednn_state(framework_environment: dict) -> bool | None:
-    """Whether a framework's CPU kernels may go through oneDNN, from what its adapter reports
-    (TensorFlow: "onednn", PyTorch: "mkldnn")."""
-    for key in ("onednn", "mkldnn"):
-        if framework_environment.get(key) is not None:
-            return bool(framework_environment[key])
-    return None
-
-
-# oneDNN's ISA names (ONEDNN_MAX_CPU_ISA) and the CPU features each lets oneDNN use.
-_ISA_LEVELS = (
-    ("SSE41", ()), ("AVX", ("avx",)), ("AVX2", ("avx2",)), ("AVX2_VNNI", ("avx_vnni",)),
-    ("AVX2_VNNI_2", ("avx_vnni_int8", "avx_ne_convert")),
-    ("AVX512_CORE", ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd")),
-    ("AVX512_CORE_VNNI", ("avx512_vnni",)), ("AVX512_CORE_BF16", ("avx512_bf16",)),
-    ("AVX512_CORE_FP16", ("avx512_fp16",)), ("AVX512_CORE_AMX", ("amx_tile", "amx_bf16", "amx_int8")),
-    ("AVX512_CORE_AMX_FP16", ("amx_fp16",)),
-)
-# The CPU features poolgrad records: the ones x86 kernels dispatch pooling code on.
-DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_ne_convert", "avx512f", "avx512bw", "avx512vl",
-                     "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
-                     "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16")
-
-
-def onednn_cap(name: str) -> frozenset[str] | None:
-    """The features oneDNN may use under ONEDNN_MAX_CPU_ISA=name (None: no cap)."""
-    name = name.strip().upper()
-    if name in ("", "ALL", "DEFAULT"):
-        return None
-    levels = [lvl for lvl, _ in _ISA_LEVELS]
-    if name not in levels:
-        return None
-    allowed = set()
-    for lvl, feats in _ISA_LEVELS[: levels.index(name) + 1]:
-        # The AVX2_VNNI levels are not below AVX512_CORE in features oneDNN dispatches on.
-        if name.startswith("AVX512") and lvl.startswith("AVX2_VNNI"):
-            continue
-        allowed.update(feats)
-    return frozenset(allowed)
+        return cls.of(env.get("cpu_features") or (),
+                      {name: registry.declared(name).environment_in(env) for name in env.get("frameworks") or {}})
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -387,9 +357,7 @@ def _finding(raw: dict, index: int, base: Path = DATA) -> Finding:
         raise FindingsError(f"finding {fid!r}: field 'dtype_cpu_features' is a table of dtypes the finding lists in "
                             f"'dtypes' ({', '.join(dtypes)}) to CPU features, e.g. {{float16 = [\"avx512_fp16\"]}}")
     dtype_cpu_features = tuple((d, _strings(fid, f"dtype_cpu_features.{d}", v, ())) for d, v in per_dtype.items())
-    onednn = raw.get("onednn")
-    if onednn is not None and not isinstance(onednn, bool):
-        raise FindingsError(f"finding {fid!r}: field 'onednn' is true or false")
+    machine_facts = _machine_facts(fid, raw["framework"], raw.get("machine", {}))
     return Finding(
         id=fid, title=raw["title"].strip(), framework=raw["framework"],
         variants=_strings(fid, "variants", raw.get("variants"), ("*",)),
@@ -397,12 +365,30 @@ def _finding(raw: dict, index: int, base: Path = DATA) -> Finding:
         ops=_strings(fid, "ops", raw.get("ops"), ("*",)),
         dtypes=dtypes, dtype_cpu_features=dtype_cpu_features,
         when=when, when_call=when_call, cpu_features=_strings(fid, "cpu_features", raw.get("cpu_features"), ()),
-        onednn_isa=_strings(fid, "onednn_isa", raw.get("onednn_isa"), ()), onednn=onednn,
+        kernel_features=_strings(fid, "kernel_features", raw.get("kernel_features"), ()), machine_facts=machine_facts,
         min_call_elements=min_call,
         verdict=verdict, forward=forward, gradient=gradient, error=error, modes=modes,
         behaviour=" ".join(raw["behaviour"].split()), source=" ".join(raw["source"].split()),
         link=link, since=" ".join(str(raw.get("since", "")).split()),
         impact=impact, upstream=upstream, example=example)
+
+
+def _machine_facts(fid: str, framework: str, raw) -> tuple[tuple[str, bool | str], ...]:
+    """``machine = {name = value}``: facts the framework's environment must have, of those its
+    record declares (Framework.dispatch); a framework not registered here is not checked."""
+    from poolgrad.adapters import registry  # the registry reads entry points: only when asked
+
+    fw = registry.FRAMEWORKS.get(framework)
+    declared = fw.dispatch.facts if fw else ()
+    named = ", ".join(declared) or "none"
+    if not isinstance(raw, dict) or not all(isinstance(v, (bool, str)) for v in raw.values()):
+        raise FindingsError(f"finding {fid!r}: field 'machine' is a table of facts to true/false or a string, "
+                            f"e.g. {{{declared[0] if declared else 'fact'} = true}} (facts of {framework!r}: {named})")
+    unknown = sorted(set(raw) - set(declared)) if fw else []
+    if unknown:
+        raise FindingsError(f"finding {fid!r}: field 'machine': {framework!r} declares no fact {unknown[0]!r}; "
+                            f"its facts: {named} (its framework record's dispatch)")
+    return tuple(sorted(raw.items()))
 
 
 def _upstream(fid: str, raw: dict) -> tuple[Reference, ...]:

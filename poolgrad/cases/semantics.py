@@ -181,15 +181,19 @@ def claim(f: kb.Finding) -> str:
 def scope_text(f: kb.Finding) -> str:
     """The scope past :func:`path_text`: ops, machine, the cases' properties."""
     scope = [", ".join(f.ops)] if f.ops != ("*",) else []
-    scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("oneDNN ISA", f.onednn_isa)) if v]
+    scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("kernel features", f.kernel_features)) if v]
     scope += [f"{d} on CPU {' '.join(r)}" for d, r in f.dtype_cpu_features]
-    if f.onednn is not None:
-        scope.append(f"oneDNN {'on' if f.onednn else 'off'}")
+    scope += [fact_text(name, value) for name, value in f.machine_facts]
     if f.when or f.when_call:
         scope.append("cases: " + ", ".join((*f.when, *(f"call {w}" for w in f.when_call))))
     if f.min_call_elements:
         scope.append(f"calls of {f.min_call_elements}+ elements")
     return "; ".join(scope)
+
+
+def fact_text(name: str, value) -> str:
+    """A machine fact as people read it: ``name on`` (or ``off``) for true or false, else ``name value``."""
+    return f"{name} {('on' if value else 'off') if isinstance(value, bool) else value}"
 
 
 def releases(knowledge: kb.Knowledge, f: kb.Finding) -> str:

@@ -8,7 +8,7 @@ input element in output-position order (row-major over the output: the gradient 
 of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
 reduce_window sum all visit output positions that way). ``"dtype_axis1_reversed"`` visits the
 second output axis backwards, the others in order (in 1-D, which TensorFlow runs as 2-D with one
-row, the only axis): measured on oneDNN's max-pool backward, which TensorFlow graphs run on CPU;
+row, the only axis): measured on the max-pool backward that TensorFlow graphs run on CPU;
 forward window sums keep window order. ``"dtype_per_axis"`` adds them one
 output axis at a time, last axis first: the windows of one output row that reach an element,
 then those row sums over the rows, and so on outwards (a pool built from one-axis passes, whose

@@ -7,7 +7,8 @@ rules and options are what real kernels do, and the verdicts' policy search driv
   first_tap   the first candidate tap seeds the running maximum and ``v > best`` (or ``>=``)
               decides after that, so a NaN wins only as a window's first tap
               (TensorFlow CPU MaxPoolGrad)
-  as_neg_inf  NaN compares as -inf, so an all-NaN window routes to its first/last tap (oneDNN)
+  as_neg_inf  NaN compares as -inf, so an all-NaN window routes to its first/last tap
+              (TensorFlow graphs' CPU max pooling)
   scan        the running selection is kept only while ``best >= v`` (``>`` for tie=last):
               any comparison with a NaN moves it to the next tap, so a NaN is kept only as
               the last tap and the tap after a NaN wins even if it is not a maximum

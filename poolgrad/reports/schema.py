@@ -46,7 +46,7 @@ _METRIC = (int, float, str, _NONE)
 ENVIRONMENT_FIELDS = {
     "record": _STR, "schema": _STR, "run_id": _STR, "shard": (_STR, _NONE),
     "suite_version": _STR, "suite_commit": (_STR, _NONE), "date": _STR, "python": _STR,
-    "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": (_LIST, _NONE), "onednn_max_cpu_isa": (_STR, _NONE),
+    "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": (_LIST, _NONE),
     "frameworks": _DICT, "env_switches": _DICT,
 }
 RESULT_FIELDS = {
@@ -100,7 +100,16 @@ def _type_name(types) -> str:
 
 
 # Machine fields of the environment that results written before they existed lack.
-ENVIRONMENT_OPTIONAL = frozenset({"cpu_features", "onednn_max_cpu_isa"})
+ENVIRONMENT_OPTIONAL = frozenset({"cpu_features"})
+
+
+def _environment_fields() -> dict:
+    """ENVIRONMENT_FIELDS, and the top-level fields older files carry for a framework's dispatch
+    (Dispatch.older_environment_fields: now its environment's), which a reader accepts."""
+    from poolgrad.adapters import registry  # the registry reads entry points: only when asked
+
+    older = {f for fw in registry.FRAMEWORKS.values() for f in fw.dispatch.older_environment_fields}
+    return {**ENVIRONMENT_FIELDS, **{f: (_STR, _NONE) for f in sorted(older)}}
 
 
 def _check_fields(rec: dict, fields: dict, optional: frozenset) -> None:
@@ -126,7 +135,8 @@ def validate(rec) -> dict:
         raise RecordError(f"a record is a JSON object, got {type(rec).__name__}")
     kind = rec.get("record")
     if kind == "environment":
-        _check_fields(rec, ENVIRONMENT_FIELDS, ENVIRONMENT_OPTIONAL)
+        fields = _environment_fields()
+        _check_fields(rec, fields, ENVIRONMENT_OPTIONAL | (fields.keys() - ENVIRONMENT_FIELDS.keys()))
         if rec["schema"] != SCHEMA:
             raise RecordError(f"field 'schema': this reader understands {SCHEMA!r}, got {rec['schema']!r}")
         return {**{name: None for name in ENVIRONMENT_OPTIONAL}, **rec}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from poolgrad.adapters import registry
 from poolgrad.cases import findings as kb
 from poolgrad.cases.history import FORMAT, fixed_in, load_history, merged, per_release, version_key, version_range
 from poolgrad.reports.records import read_results
@@ -27,22 +28,15 @@ from .replay import judge_record
 
 
 def lane_name(env: dict, framework: str, version: str) -> str:
-    """framework-version, plus what set the machine apart (an ISA cap, oneDNN off)."""
-    name = f"{framework}-{Version(version).public}"
-    switches = env.get("env_switches") or {}
-    cap = env.get("onednn_max_cpu_isa") or switches.get("ONEDNN_MAX_CPU_ISA") or switches.get("DNNL_MAX_CPU_ISA")
-    if cap:
-        name += f"-isa-{cap.lower()}"
-    if switches.get("TF_ENABLE_ONEDNN_OPTS") == "0":
-        name += "-onednn-off"
-    return name
+    """framework-version, plus what set the framework's dispatch apart (its Dispatch.lane)."""
+    fw = registry.declared(framework)
+    return f"{framework}-{Version(version).public}" + fw.dispatch.lane(fw.environment_in(env))
 
 
 def lane_environment(env: dict, framework: str) -> dict:
-    """What the framework's adapter reported of itself (versions, oneDNN, devices), without the
-    flags poolgrad sets for its own workers (thread counts, compile-cache paths)."""
-    reported = (env.get("frameworks") or {}).get(framework, {}).get("environment", {})
-    return {k: v for k, v in reported.items() if not k.endswith("_FLAGS")}
+    """What decided the framework's dispatch (its adapter's report, the run's switches it reads),
+    without the flags poolgrad sets for its own workers (thread counts, compile-cache paths)."""
+    return {k: v for k, v in registry.declared(framework).environment_in(env).items() if not k.endswith("_FLAGS")}
 
 
 def build(paths, knowledge, this_machine, devices=("cpu", "gpu")) -> dict:
@@ -66,7 +60,6 @@ def build(paths, knowledge, this_machine, devices=("cpu", "gpu")) -> dict:
                            "variants": sorted({r["variant"] for r in ran} | set(before.get("variants", ()))),
                            "results": len(ran) + before.get("results", 0),
                            "cpu": env.get("cpu"), "cpu_features": env.get("cpu_features") or [],
-                           "onednn_max_cpu_isa": name.split("-isa-")[1].split("-")[0].upper() if "-isa-" in name else None,
                            "frameworks": {framework: lane_environment(env, framework)},
                            "suite_commit": env.get("suite_commit"), "date": env.get("date")}
             for r in ran:

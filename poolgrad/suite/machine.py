@@ -8,10 +8,13 @@ import os
 import platform
 from pathlib import Path
 
-from poolgrad.cases.findings import DISPATCH_FEATURES, Machine, onednn_cap, onednn_state
+from poolgrad.adapters import registry
+from poolgrad.cases.findings import Machine
 
-# oneDNN reads either name; ONEDNN_ wins where both are set.
-ISA_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# The CPU features poolgrad records: the ones x86 and Arm kernels dispatch pooling code on.
+DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_ne_convert", "avx512f", "avx512bw", "avx512vl",
+                     "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                     "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16")
 
 
 @functools.cache
@@ -39,21 +42,16 @@ def _cpuinfo() -> list[str]:
         return []
 
 
-def isa_cap() -> str | None:
-    return next((os.environ[v] for v in ISA_CAP_VARIABLES if os.environ.get(v)), None)
-
-
-def machine(framework: str | None = None, framework_environment: dict | None = None) -> Machine:
-    """This machine, with ``framework``'s oneDNN state from what its adapter reported."""
-    cap = isa_cap()
-    state = onednn_state(framework_environment or {})
-    return Machine(frozenset(cpu_features()), None if cap is None else onednn_cap(cap),
-                   frozenset() if state is None else frozenset({(framework, state)}))
+def machine(framework: str, framework_environment: dict | None = None) -> Machine:
+    """This machine, in this process's environment, with what ``framework``'s adapter reported
+    of its own."""
+    environment = registry.declared(framework).dispatch_environment(os.environ, framework_environment or {})
+    return Machine.of(cpu_features(), {framework: environment})
 
 
 def record() -> dict:
     """The environment record's fields for the machine."""
-    return {"cpu": cpu_name(), "cpu_features": list(cpu_features()), "onednn_max_cpu_isa": isa_cap()}
+    return {"cpu": cpu_name(), "cpu_features": list(cpu_features())}
 
 
 def completed(env: dict | None, this: dict | None = None) -> dict:

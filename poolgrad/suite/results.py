@@ -21,12 +21,9 @@ from .machine import machine as machine_of, record as machine_record
 from .run import Run
 
 def env_switches() -> tuple[str, ...]:
-    """Environment switches known to change pooling (each framework record's, plus the CPU
-    caps of oneDNN, which more than one framework links); only these are recorded."""
-    names = dict.fromkeys(("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"))
-    for fw in registry.FRAMEWORKS.values():
-        names.update(dict.fromkeys(fw.env_switches))
-    return tuple(names)
+    """Environment switches known to change pooling (each framework record's); only these are
+    recorded."""
+    return tuple(dict.fromkeys(k for fw in registry.FRAMEWORKS.values() for k in fw.env_switches))
 
 
 class Results:
@@ -115,13 +112,16 @@ class Results:
                 for (target, reason), case_ids in sorted(named.items(), key=lambda kv: (kv[0][0].id, kv[0][1]))]
 
     def environment_record(self) -> dict:
-        frameworks = {}
-        for name in registry.FRAMEWORKS:
+        frameworks, switches = {}, {k: os.environ[k] for k in env_switches() if k in os.environ}
+        for name, fw in registry.FRAMEWORKS.items():
             seen = self.frameworks_seen.get(name, {})
             version = seen.get("version") or registry.installed_version(name)
             if version:
-                frameworks[name] = {"version": version, "devices": seen.get("devices", []),
-                                    "environment": seen.get("environment", {})}
+                # once its adapter reported it, its environment holds what decides its dispatch,
+                # the run's values of its switches included
+                reported = seen.get("environment")
+                environment = {} if reported is None else fw.dispatch_environment(switches, reported)
+                frameworks[name] = {"version": version, "devices": seen.get("devices", []), "environment": environment}
         shard = self.run.shard
         return {
             "record": "environment", "schema": "poolgrad-results/1", "run_id": self.run.run_id,
@@ -130,7 +130,7 @@ class Results:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
             "platform": platform.platform(), **machine_record(), "frameworks": frameworks,
-            "env_switches": {k: os.environ[k] for k in env_switches() if k in os.environ},
+            "env_switches": switches,
         }
 
     def finish(self) -> list[str]:

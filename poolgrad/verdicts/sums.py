@@ -1,8 +1,8 @@
 """Max-type gradients whose sums round: routing exact, the sums within any order's bound.
 
 Where the windows that reach one input element route several gradients to it, the kernel adds
-them in an order and an accumulation type of its own (oneDNN's blocked, threaded backward
-adds them otherwise than its scalar loop). The spec adds them exactly and rounds once. A
+them in an order and an accumulation type of its own (a blocked, threaded backward adds
+them otherwise than a scalar loop). The spec adds them exactly and rounds once. A
 result *routes* as a policy when every element receives exactly the policy's contributions:
 where at most one contribution arrives that is bit for bit, and where n arrive the sum may
 lie anywhere that some order of additions kept in the case dtype can put it,

@@ -18,7 +18,7 @@ import pytest
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
 from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env
-from poolgrad.cases import findings, load_case_file
+from poolgrad.cases import findings, load_case_file, semantics
 from poolgrad.cases.examples import CATCH_ALL, mode_of, needs
 from poolgrad.suite import options
 from poolgrad.suite.ad_modes import ModeRunner
@@ -118,8 +118,8 @@ def _shown(f, target, pool) -> list[str]:
 def _needs(f) -> str:
     parts = [f"releases {f.versions}" if str(f.versions) else "",
              f"CPU features {', '.join(f.cpu_features)}" if f.cpu_features else "",
-             f"oneDNN ISA {', '.join(f.onednn_isa)}" if f.onednn_isa else "",
-             f"oneDNN {'on' if f.onednn else 'off'}" if f.onednn is not None else "",
+             f"kernel features {', '.join(f.kernel_features)}" if f.kernel_features else "",
+             ", ".join(semantics.fact_text(k, v) for k, v in f.machine_facts),
              ", ".join(f"{d} on {' '.join(r)}" for d, r in f.dtype_cpu_features)]
     return "; ".join(p for p in parts if p) or "its scope"
 

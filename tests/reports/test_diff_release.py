@@ -129,7 +129,7 @@ def test_a_finding_the_new_release_no_longer_shows_reads_fixed_upstream_with_its
     assert f"<li>otherfw-cpu-last-nan: gone from the 1 result it explained on otherfw-eager-cpu; fix {FIX}" in (
         tmp_path / "r.html").read_text()
     # The lanes' history marks 2.14.0 as the first release without it, and the range ends there.
-    history = build([old, new], knowledge, {"cpu": "test", "cpu_features": [], "onednn_max_cpu_isa": None})
+    history = build([old, new], knowledge, {"cpu": "test", "cpu_features": []})
     assert fixed_in(history, "otherfw-cpu-last-nan") == "2.14.0"
     assert version_range(history, "otherfw-cpu-last-nan") == "<2.14.0"
     assert fixed_in(history, "otherfw-gpu-racing-adds") == ""  # a race that lands on the spec is no fix

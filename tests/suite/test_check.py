@@ -119,13 +119,18 @@ def test_a_nondeterministic_claim_holds_for_racing_repeats_any_single_run_and_a_
 def test_scope_by_release_variant_and_machine():
     case = _case(TIES)
     outcome = [_outcome(case, tie="last")]
-    isa = _kb({**TIE_LAST, "onednn_isa": ["avx512_bf16"], "variants": ["eager"]})
-    with_bf16 = Machine(frozenset({"avx2", "avx512f", "avx512_bf16"}))
+    isa = _kb({**TIE_LAST, "kernel_features": ["avx512_bf16"], "variants": ["eager"]})
+    cpu = frozenset({"avx2", "avx512f", "avx512_bf16"})
+    with_bf16 = Machine(cpu)
     assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, with_bf16).outcome == "expected"
     assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, Machine(frozenset({"avx2"}))).outcome == "fail"
-    capped = Machine(frozenset({"avx2", "avx512f", "avx512_bf16"}), frozenset({"avx2"}))
+    capped = Machine.of(cpu, {"tensorflow": {"ONEDNN_MAX_CPU_ISA": "AVX2"}})  # TensorFlow's kernels may use avx2 only
     assert check(case, TARGET, "2.21.0", outcome, isa, 0.0, capped).outcome == "fail"
     assert check(case, Target("tensorflow", "xla", "cpu"), "2.21.0", outcome, isa, 0.0, with_bf16).outcome == "fail"
+    on = _kb({**TIE_LAST, "machine": {"onednn": True}})
+    for environment, outcome_there in (({"onednn": True}, "expected"), ({"onednn": False}, "fail"), ({}, "fail")):
+        machine = Machine.of(cpu, {"tensorflow": environment})
+        assert check(case, TARGET, "2.21.0", outcome, on, 0.0, machine).outcome == outcome_there
 
 
 def test_a_dtype_in_scope_on_some_cpus_only():
@@ -147,6 +152,10 @@ def test_a_dtype_in_scope_on_some_cpus_only():
     ({"id": "x", "policy": {"tie": "last"}, "link": "see the forum"}, "link"),
     ({"id": "x", "verdict": "error", "error": {"type": "E", "message": "("}}, "error.message"),
     ({"id": "x", "modes": ["jvp"], "gradient": {"nan": "scan"}}, "gradient"),
+    ({"id": "x", "policy": {"tie": "last"}, "kernel_features": [1]}, "kernel_features"),
+    ({"id": "x", "policy": {"tie": "last"}, "machine": ["onednn"]}, "machine"),
+    ({"id": "x", "policy": {"tie": "last"}, "machine": {"onednn": 1}}, "machine"),
+    ({"id": "x", "policy": {"tie": "last"}, "machine": {"mkl": True}}, "machine': 'tensorflow' declares no fact 'mkl'"),
 ])
 def test_a_bad_finding_is_refused_naming_the_field(entry, field):
     with pytest.raises(FindingsError, match=field):

@@ -1,6 +1,7 @@
 """The tools around the knowledge base: a results file judged again (replay) agrees with the
 run, characterize proposes findings for what nothing explains, the lanes' history counts per
-finding and release, and the machine's oneDNN ISA cap is what findings scope on."""
+finding and release, and what a framework's environment decides of its kernels (its Dispatch) is
+what findings scope on and what names a lane."""
 
 import json
 
@@ -8,14 +9,15 @@ import numpy as np
 
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.cases.findings import Knowledge, Machine, _finding, onednn_cap
+from poolgrad.adapters import onednn, registry
+from poolgrad.cases.findings import Knowledge, Machine, _finding
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
 from poolgrad.cases.history import merged
-from poolgrad.suite.history import build, by_framework
+from poolgrad.suite.history import build, by_framework, lane_environment, lane_name
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
 
@@ -24,7 +26,7 @@ SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "d
 NAN_LAST = {"id": "last-nan", "title": "last NaN", "framework": "otherfw", "when": ["nan_several"],
             "policy": {"nan_tie": "last"}, "behaviour": "what it does", "source": "kernel.cc: f",
             "link": "no upstream report"}
-MACHINE = {"cpu": "test", "cpu_features": ["avx2"], "onednn_max_cpu_isa": None}
+MACHINE = {"cpu": "test", "cpu_features": ["avx2"]}
 
 
 def _run(path, version, knowledge, policy, device="cpu"):
@@ -120,10 +122,41 @@ def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
     assert sorted(parts) == ["fw2", "otherfw"] and parts["otherfw"] == both and merged(*parts.values()) == merged(both, other)
 
 
-def test_onednn_isa_cap_limits_the_features_findings_see():
-    features = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})
-    assert Machine(features, onednn_cap("AVX512_CORE")).onednn_isa("tensorflow") == {"avx2", "avx512f"}
-    assert "avx512_bf16" in Machine(features, onednn_cap("AVX512_CORE_BF16")).onednn_isa("tensorflow")
-    assert Machine(features, onednn_cap("AVX2")).onednn_isa("tensorflow") == {"avx2"}
-    assert Machine(features, None, frozenset({("tensorflow", False)})).onednn_isa("tensorflow") == frozenset()
-    assert onednn_cap("DEFAULT") is None
+def test_a_frameworks_environment_decides_the_kernel_features_and_facts_findings_see():
+    """TensorFlow's oneDNN (poolgrad/adapters/onednn.py): its ISA cap, from the run's switches or
+    the adapter's report, limits the features; oneDNN off leaves none. A framework that declares
+    no dispatch sees the CPU's features whatever the switches."""
+    features = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
+
+    def machine(switches, environment):
+        return Machine.from_environment({"cpu_features": features, "env_switches": switches,
+                                         "frameworks": {"tensorflow": {"environment": environment}}})
+    on = {"onednn": True}
+    assert machine({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, on).kernel_features("tensorflow") == {"avx2", "avx512f"}
+    assert "avx512_bf16" in machine({"DNNL_MAX_CPU_ISA": "AVX512_CORE_BF16"}, on).kernel_features("tensorflow")
+    assert machine({}, {**on, "ONEDNN_MAX_CPU_ISA": "AVX2"}).kernel_features("tensorflow") == {"avx2"}
+    assert machine({}, on).facts("tensorflow") == {"onednn": True}
+    off = machine({}, {"onednn": False})
+    assert off.kernel_features("tensorflow") == frozenset() and off.facts("tensorflow") == {"onednn": False}
+    assert machine({"ONEDNN_MAX_CPU_ISA": "AVX2"}, on).kernel_features("jax") == set(features)
+    assert onednn.isa_features("DEFAULT") is None
+    # a run records a framework's environment with the switches it declares, no other's
+    torch = registry.get("torch").dispatch_environment({"ONEDNN_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": "-"}, {"mkldnn": True})
+    assert torch == {"ONEDNN_MAX_CPU_ISA": "AVX2", "mkldnn": True}
+
+
+def test_an_older_results_file_with_the_isa_cap_at_the_top_reads_and_names_its_lane_the_same(tmp_path):
+    """Results written before the frameworks recorded their dispatch carry onednn_max_cpu_isa at
+    the top (and the cap in env_switches): they still read, and the lane is named by the cap."""
+    path = tmp_path / "old.jsonl"
+    old = {**synthetic.environment("r", versions={"tensorflow": "2.21.0"}, switches={"ONEDNN_MAX_CPU_ISA": "AVX2"}),
+           "cpu_features": ["avx2", "avx512f"], "onednn_max_cpu_isa": "AVX2"}
+    with open(path, "w") as fh:
+        write_record(fh, old)
+    (env,), _ = read_results(path)
+    assert Machine.from_environment(env).kernel_features("tensorflow") == {"avx2"}
+    assert lane_name(env, "tensorflow", "2.21.0") == "tensorflow-2.21.0-isa-avx2"
+    assert lane_environment(env, "tensorflow") == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    off = {**old, "env_switches": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "onednn_max_cpu_isa": None}
+    assert lane_name(off, "tensorflow", "2.21.0+cpu") == "tensorflow-2.21.0-onednn-off"
+    assert lane_name({**old, "env_switches": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}, "jax", "0.10.2") == "jax-0.10.2"

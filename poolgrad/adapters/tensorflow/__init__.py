@@ -37,7 +37,7 @@ from typing import Any
 
 from poolgrad.reference.geometry import padding_name, resolve
 
-from .. import idioms, keras
+from .. import idioms, keras, onednn
 from ..base import Unsupported
 from ..framework import Framework
 
@@ -53,8 +53,11 @@ AD_MODES = {"jvp": ("eager", "function", "reduce", "reduce_function"),
 COSTS = {"xla": 0.2, "keras": 0.11, "function": 0.06,   # function: one trace per group
          "reduce": 0.11, "reduce_function": 0.24, "reduce_xla": 0.11, "reshape": 0.04, "patches": 0.06,
          "keras_global": 0.11, "keras_global_cf": 0.11}
-ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "TF_DETERMINISTIC_OPS",
+ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", *onednn.ISA_CAP_SWITCHES, "TF_DETERMINISTIC_OPS",
                 "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
+# Its CPU kernels may go through oneDNN (off with TF_ENABLE_ONEDNN_OPTS=0); the adapter reports
+# whether they do as "onednn".
+DISPATCH = onednn.OneDNN("onednn", off_switch=("TF_ENABLE_ONEDNN_OPTS", "0"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,4 +188,4 @@ def plan(spec, variant: str, shape) -> Call | Unsupported:
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                       (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
                       __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
-                      api_paths={**API_PATHS, **keras.API_PATHS})
+                      dispatch=DISPATCH, api_paths={**API_PATHS, **keras.API_PATHS})

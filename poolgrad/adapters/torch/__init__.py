@@ -38,7 +38,7 @@ import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms, keras
+from .. import idioms, keras, onednn
 from ..base import Unsupported
 from ..framework import Framework
 
@@ -52,7 +52,9 @@ API_PATHS = {"torch": ("eager", False)}  # F.*_pool: explicit pads only
 AD_MODES = {"jvp": ("eager", "compile", "amax", "max_dim"), "double_backward": ("eager", "amax", "max_dim")}
 COSTS = {"compile": 2.3, "keras": 0.05,   # inductor: two C++ kernels (forward, backward) per group
          "keras_global": 0.05, "keras_global_cf": 0.05}
-ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE")
+ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", *onednn.ISA_CAP_SWITCHES)
+# Its CPU kernels may go through oneDNN; the adapter reports whether torch has it as "mkldnn".
+DISPATCH = onednn.OneDNN("mkldnn")
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
 CHANNELS_LAST_RANKS = (2, 3)
@@ -218,5 +220,5 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 # adapter.py runs, every variant but Keras's, which runs on torch in a worker of its own.
 FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
                       {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
-                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
+                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES, dispatch=DISPATCH,
                       api_paths={**API_PATHS, **keras.API_PATHS})
