@@ -3,8 +3,8 @@
 Each lane is a fresh virtualenv holding poolgrad, this plugin and exactly one tinygrad release; it
 runs the tinygrad catalogue on its CPU device (clang must be installed) and writes JSON-lines
 results to the checkout's out/lanes/<lane>.jsonl, beside poolgrad's own lanes. Failing checks are
-expected (pytest exit 1 counts as success); the results file is the product. tinygrad lowers every
-kernel in Python: a lane takes tens of minutes on 2 cores; `-- -k max_pool1d` runs a part.
+expected (pytest exit 1 counts as success); the results file is the product. `-- -k max_pool1d`
+runs a part.
 
     nox -f plugins/poolgrad-tinygrad/noxfile.py -l
     nox -f plugins/poolgrad-tinygrad/noxfile.py -s "lane(tinygrad-0.13.0)" -- -k "max_pool1d or avg_pool1d"
