@@ -40,12 +40,6 @@ from poolgrad.reports import reproducer
 from poolgrad.reports.records import encode_array
 
 TEMPLATE = "upstream.md.j2"
-# Where each framework's reports go, and the form a draft follows there.
-# Keyed by the planner package's name: a variant another package plans (Keras) reports there.
-REPOSITORIES = {"torch": ("pytorch/pytorch", "the 🐛 Bug Report form; torch.compile findings: the torch.compile form"),
-                "tensorflow": ("tensorflow/tensorflow", "the TensorFlow Issue Template, type Bug"),
-                "jax": ("jax-ml/jax", "the Bug report form"),
-                "keras": ("keras-team/keras", "the Bug Issue template")}
 
 _ENV = jinja2.Environment(
     loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(Path(reproducer.__file__).parent / "templates"),
@@ -181,7 +175,9 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
     template = _ENV.select_template([f"{p}/{TEMPLATE}" for p in dict.fromkeys((planner, fw.planner)) if p]
                                     + ["upstream_base.md.j2"])
     api = planner.rsplit(".", 1)[-1]
-    repo, form = REPOSITORIES.get(api, REPOSITORIES.get(f.framework, (f"{f.framework}'s repository", "")))
+    # Where the variant's worker reports (a package that plans it for the framework: Keras's), else the framework's.
+    where = fw.worker(target.variant).upstream or fw.upstream
+    repo, form = (where.repository, where.form) if where else (f"{f.framework}'s repository", "")
     env = environment(f.framework, target.device)
     if api != f.framework and _version(api):
         env["api"] = f"{api} {_version(api)}"

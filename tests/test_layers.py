@@ -1,11 +1,14 @@
 """poolgrad's packages form layers: each imports only the layers below it (in functions too),
 so no import runs back up and none is hidden inside a function to dodge a cycle. The core (all
-but the framework packages) names no framework's kernel library: a framework package supplies
-what its environment decides (poolgrad/adapters/framework.py, Dispatch)."""
+but the framework packages) names no framework's kernel library, and its code names no framework
+nor a framework's environment variable: a framework package declares them in its record
+(poolgrad/adapters/framework.py: Dispatch, WorkerEnvironment, Upstream)."""
 
 import ast
 import re
 from pathlib import Path
+
+from poolgrad.adapters import registry
 
 PACKAGE = Path(__file__).parents[1] / "poolgrad"
 # Lowest first: the executable spec, then what runs frameworks and judges their results, the
@@ -14,8 +17,16 @@ LAYERS = ["json_values", "reference", "adapters", "verdicts", "cases", "reports"
           "conformance"]
 # The framework side: the framework packages, and the kernel library module two of them share.
 FRAMEWORK_SIDE = ("adapters/torch/", "adapters/tensorflow/", "adapters/jax/", "adapters/keras/", "adapters/onednn.py")
-# Kernel libraries' names the core must not use (the frameworks' own names it still has).
+# Kernel libraries' names the core must not use, not even in comments.
 LIBRARIES = re.compile(r"onednn|dnnl|mkldnn", re.IGNORECASE)
+# The frameworks' names its code must not use (comments and docstrings may explain with them):
+# every registered framework's and what its workers import (keras), as whole words between
+# anything but letters and digits (JAX_COMPILATION_CACHE_DIR names jax, torchinductor no torch).
+FRAMEWORK_NAMES = sorted({n for fw in registry.FRAMEWORKS.values()
+                          for n in (fw.name, fw.import_name, *(w.requires for w in fw.workers.values()))})
+NAMED = re.compile(rf"(?<![a-z0-9])({'|'.join(FRAMEWORK_NAMES)})(?![a-z0-9])", re.IGNORECASE)
+# Frameworks' worker environment variables that name no framework: their records declare them.
+FRAMEWORK_VARIABLES = re.compile(r"(?<![A-Za-z0-9])(PYTORCH|TORCHINDUCTOR|TF|XLA)_\w+")
 
 
 def _imports(path: Path) -> set[str]:
@@ -40,8 +51,27 @@ def test_every_import_goes_down_the_layers():
     assert not upward, upward
 
 
-def test_the_core_names_no_kernel_library():
-    named = [f"{rel}:{n}: {line.strip()}" for path in sorted(PACKAGE.rglob("*.py"))
-             if not (rel := path.relative_to(PACKAGE).as_posix()).startswith(FRAMEWORK_SIDE)
-             for n, line in enumerate(path.read_text().splitlines(), 1) if LIBRARIES.search(line)]
-    assert not named, "move it to the framework's package (its Dispatch):\n" + "\n".join(named)
+def _code_words(tree: ast.AST):
+    """(line, word) for every name and string of the code: not its docstrings (nor its comments,
+    which the tree leaves out)."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant):
+            words = [node.value] if id(node) not in docstrings else []
+        else:  # names read, attributes, imports, definitions, arguments and keywords
+            words = [getattr(node, field, None) for field in ("id", "attr", "name", "asname", "module", "arg")]
+        yield from ((getattr(node, "lineno", 0), w) for w in words if isinstance(w, str))
+
+
+def test_the_core_names_no_framework_or_kernel_library():
+    core = [(rel, path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))
+            if not (rel := path.relative_to(PACKAGE).as_posix()).startswith(FRAMEWORK_SIDE)]
+    libraries = [f"{rel}:{n}: {line.strip()}" for rel, text in core
+                 for n, line in enumerate(text.splitlines(), 1) if LIBRARIES.search(line)]
+    assert not libraries, "move it to the framework's package (its Dispatch):\n" + "\n".join(libraries)
+    frameworks = sorted({f"{rel}:{n}: {word!r}" for rel, text in core for n, word in _code_words(ast.parse(text))
+                         if NAMED.search(word) or FRAMEWORK_VARIABLES.search(word)})
+    assert not frameworks, ("declare it in the framework's record (poolgrad/adapters/framework.py), or say it "
+                            "without the framework's name:\n" + "\n".join(frameworks))

@@ -5,6 +5,8 @@ package builds its record when it is imported, whatever was imported first."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 
 
 class Dispatch:
@@ -39,6 +41,29 @@ class Dispatch:
 
 
 @dataclasses.dataclass(frozen=True)
+class WorkerEnvironment:
+    """The variables a framework needs in the suite's workers, by what they are for; the pool
+    (poolgrad/adapters/pool.py) sets every record's in every worker, since a worker may load
+    another framework (Keras its backend)."""
+
+    # its compute on one thread, for runs that already keep every core busy
+    one_thread: dict = dataclasses.field(default_factory=dict)
+    # several processes sharing one GPU (a value the user set wins)
+    shared_gpu: dict = dataclasses.field(default_factory=dict)
+    # directory -> the variables that keep its compiler's persistent cache under it
+    # (--compile-cache); None: it has no cache to keep
+    compile_cache: Callable[[Path], dict] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """Where a package's bugs are reported: python -m poolgrad.upstream's drafts name it."""
+
+    repository: str      # GitHub owner/name
+    form: str = ""       # the issue form a draft follows there
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """One worker process: the pool starts one per name."""
 
@@ -47,6 +72,8 @@ class WorkerSpec:
     env: dict            # set before that import (e.g. KERAS_BACKEND)
     requires: str        # importable for the variants it runs to count as installed
     planner: str | None = None  # module whose ``plan`` maps a spec to the call (see ``plan``)
+    # where the variants it runs are reported, where not the framework's (Keras's)
+    upstream: Upstream | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -73,6 +100,10 @@ class Framework:
     # API path users call -> (its variant, whether it is given padding "SAME" as a string): the
     # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/coverage.py)
     api_paths: dict = dataclasses.field(default_factory=dict)
+    # what its workers need set (poolgrad/adapters/pool.py)
+    worker_environment: WorkerEnvironment = WorkerEnvironment()
+    # where its bugs are reported; None: nowhere poolgrad knows
+    upstream: Upstream | None = None
 
     def dispatch_environment(self, switches: dict, reported: dict) -> dict:
         """The framework's environment as a run records it: what its adapter ``reported``, over

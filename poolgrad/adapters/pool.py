@@ -22,21 +22,22 @@ from .worker import Lost, Worker
 
 START_TIMEOUT_S = 300.0  # spawning plus importing a framework; generous for cold disks
 
+# What the registered frameworks declare for their workers (WorkerEnvironment), set in every
+# worker whichever framework it runs: a worker may load another framework (Keras its backend),
+# and a variable a framework does not read changes nothing for it.
+_DECLARED = [fw.worker_environment for fw in registry.FRAMEWORKS.values()]
+
 # One compute thread per framework, for runs that already keep every core busy (-n 2 on two
 # cores): there, OpenMP barriers wait on descheduled threads. Measured on a loaded 2-core box,
 # torch's eager max_pool2d on a tiny input took 64 ms per call with 2 threads and 0.7 ms with 1.
 # Results are not expected to depend on it (CPU pooling kernels split work across planes).
-ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
-                  "TF_NUM_INTEROP_THREADS": "1",
-                  "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+# OpenMP's and MKL's own variables, then each framework's thread pools'.
+ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                  **{k: v for declared in _DECLARED for k, v in declared.one_thread.items()}}
 
-
-# Several processes share one GPU under -n N: JAX would preallocate 75 % of its memory and TF
-# all of it in each, and torch.cuda.is_available() in a zygote's import (Keras's torch backend
-# calls it) would initialise CUDA, which the workers forked from it then cannot use. A value
-# the user set wins.
-SHARED_GPU_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true",
-                  "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+# Several processes share one GPU under -n N: each framework says what keeps one of them from
+# taking the GPU's memory, or its CUDA, from the others. A value the user set wins.
+SHARED_GPU_ENV = {k: v for declared in _DECLARED for k, v in declared.shared_gpu.items()}
 
 
 def shared_gpu_env() -> dict[str, str]:
@@ -48,17 +49,12 @@ def compile_cache_env(root: str | Path) -> dict[str, str]:
 
     The frameworks key their caches on the program, the compile options and their own
     versions, so a hit returns what compiling again would return and only compile time
-    differs: a rerun of the catalogue on the same machine skips inductor's C++ builds and
-    XLA's LLVM codegen (measured: JAX's compile-bound part about 7x faster). Inductor keeps
-    such a cache by default (in /tmp); JAX and TF's XLA only when asked, as here.
+    differs: a rerun of the catalogue on the same machine skips C++ builds and LLVM codegen
+    (measured: JAX's compile-bound part about 7x faster).
     """
     root = Path(root)
-    tf_flags = [os.environ.get("TF_XLA_FLAGS", ""), f"--tf_xla_persistent_cache_directory={root / 'tf-xla'}"]
-    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor"),
-            "JAX_COMPILATION_CACHE_DIR": str(root / "jax"),
-            # JAX caches only compilations over 1 s by default; pooling programs take ~0.1 s.
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-            "TF_XLA_FLAGS": " ".join(f for f in tf_flags if f)}
+    return {k: v for declared in _DECLARED if declared.compile_cache
+            for k, v in declared.compile_cache(root).items()}
 
 
 class WorkerPool:

@@ -382,9 +382,9 @@ def render_doc(rows_by_op: dict[str, list[dict]]) -> str:
                        for op, rows in CORE_CLASSES.items()) + ".", "",
            "API paths (each framework record's `api_paths`, its planner saying which rows a path takes) add rows where",
            "their own classes are not met: SAME resolving to symmetric and to asymmetric pads along the first and the last",
-           f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; Keras on every",
-           "backend); ceil_mode with and without overhang in every rank for every path that takes it; a one-element input",
-           "for every path; explicit pads past torch's limit of half the kernel (kernel - 1, TensorFlow's largest, and the",
+           f"spatial axis, in every rank, for every path given \"SAME\" ({', '.join(SAME_PATHS)}; a path on several",
+           "frameworks, on each); ceil_mode with and without overhang in every rank for every path that takes it; a one-element input",
+           "for every path; explicit pads past half the kernel, where some paths stop (kernel - 1, the largest others take, and the",
            "kernel's length, windows of padding alone) for every path that takes them.", "",
            "| op | parameters: boundary values | rows | feasible pairs covered | path classes met |",
            "| --- | --- | --- | --- | --- |"]

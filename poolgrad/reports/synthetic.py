@@ -1,24 +1,28 @@
-"""Synthetic but realistic results records, for the project's tests and the scale benchmark.
+"""Synthetic but realistic results records, for the project's tests, the plugins' tests and the
+scale benchmark (in the package so that the plugins, installed apart, reach it too).
 
 Gradients come from the reference under a chosen policy (never from a framework), so a record
-says "this target behaves like tie=last" exactly as a real run would.
+says "this target behaves like tie=last" exactly as a real run would. The framework versions are
+the caller's; where it gives none, every framework is at VERSION.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from poolgrad.adapters import registry
 from poolgrad.reference import PoolSpec, backward, forward
 from poolgrad.reference.dtypes import DTYPES
 
 from .records import encode_array
 from .schema import SCHEMA
 
-VERSIONS = {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "jax": "0.10.2"}
+VERSION = "1.0.0"
 
 
 def environment(run_id: str, *, shard=None, versions=None, switches=None, date="2026-01-01T00:00:00+00:00") -> dict:
-    versions = versions or VERSIONS
+    """``versions``: framework -> version (default: every registered framework at VERSION)."""
+    versions = versions or dict.fromkeys(registry.FRAMEWORKS, VERSION)
     return {"record": "environment", "schema": SCHEMA, "run_id": run_id, "shard": shard,
             "suite_version": "0.1.0", "suite_commit": "0123456789abcdef0123456789abcdef01234567",
             "date": date, "python": "3.11.2", "numpy": "2.4.6", "platform": "Linux-x86_64",
@@ -52,7 +56,7 @@ def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, 
     return {
         "record": "result", "run_id": run_id, "case_id": case_id, "family": family,
         "op": f"{ps.op}{x.ndim - 2}d", "spec": ps.to_dict(), "dtype": ps.dtype or str(x.dtype),
-        "framework": framework, "framework_version": version or VERSIONS[framework], "variant": variant,
+        "framework": framework, "framework_version": version or VERSION, "variant": variant,
         "device": device, "target": f"{framework}-{variant}-{device}", "verdict": verdict,
         "policy": policy, "forward_policy": policy, "valid_subgradient": None if policy is None else True,
         "findings": findings or [], "contradicts": [], "outcome": outcome,

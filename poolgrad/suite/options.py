@@ -16,7 +16,8 @@ from poolgrad.cases.findings import IMPACTS
 
 def add_options(parser) -> None:
     g = parser.getgroup("poolgrad", "poolgrad conformance")
-    g.addoption("--frameworks", default=None, help="comma list of frameworks to check (default: every installed one): torch,tensorflow,jax")
+    g.addoption("--frameworks", default=None, help="comma list of frameworks to check (default: every installed one): "
+                                                   + ",".join(registry.FRAMEWORKS))
     g.addoption("--variants", default=None, help="comma list of API paths (default: all), e.g. eager,jit,compile")
     g.addoption("--devices", default=None, help="comma list of devices: cpu,gpu (default: cpu, plus gpu when a GPU driver is present)")
     g.addoption("--target", action="append", default=[], metavar="MODULE:FUNCTION",
@@ -41,7 +42,9 @@ def add_options(parser) -> None:
                      "NaN, infinity and signed-zero families in float32 on eager + one compiled path per framework "
                      "(poolgrad/suite/ad_modes.py); 'all' everywhere; 'none' off")
     g.addoption("--compile-cache", default=None, metavar="DIR|none",
-                help="persistent compiler caches of torch.compile, JAX and TF XLA (default: $POOLGRAD_CACHE_DIR, "
+                help="persistent compiler caches of "
+                     + ", ".join(n for n, fw in registry.FRAMEWORKS.items() if fw.worker_environment.compile_cache)
+                     + " (default: $POOLGRAD_CACHE_DIR, "
                      "else ~/.cache/poolgrad); 'none' compiles everything afresh in a temporary directory")
 
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from poolgrad.adapters import registry
+from poolgrad.adapters import keras, registry
 from poolgrad.adapters.base import OK
 from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import PLUGIN, SPEC, Options, case
@@ -70,7 +70,8 @@ def test_keras_is_a_variant_of_each_backend_with_a_worker_of_its_own():
         fw = registry.FRAMEWORKS[name]
         assert "keras" in fw.variants and fw.worker("eager").name == name
         assert fw.worker("keras") == registry.WorkerSpec(f"{name}-keras", "poolgrad.adapters.keras.adapter",
-                                                         {"KERAS_BACKEND": name}, "keras", "poolgrad.adapters.keras")
+                                                         {"KERAS_BACKEND": name}, "keras", "poolgrad.adapters.keras",
+                                                         keras.UPSTREAM)  # reported to Keras, whatever the backend
 
 
 def test_reading_the_registry_and_selecting_targets_imports_no_framework():

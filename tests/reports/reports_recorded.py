@@ -13,6 +13,8 @@ XSS_ID = "<img src=x onerror=alert(1)>"
 # (framework, variant, tie policy it is recorded as following)
 TARGETS = [("torch", "eager", "first"), ("torch", "compile", "first"), ("tensorflow", "eager", "last"),
            ("tensorflow", "xla", "last"), ("jax", "eager", "all"), ("jax", "jit", "all")]
+# Their frameworks' versions (the diffs' tests change one of them).
+VERSIONS = {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "jax": "0.10.2"}
 
 
 TF_FINDING = {"id": "tf-tie-last", "title": "TF CPU MaxPoolGrad routes ties to the last maximum",
@@ -21,7 +23,7 @@ TF_FINDING = {"id": "tf-tie-last", "title": "TF CPU MaxPoolGrad routes ties to t
 
 def run_records(run_id="run-a", *, versions=None, tf_known=True) -> list[dict]:
     """One run: environment plus tie, random and injected-id cases on six targets."""
-    versions = versions or synthetic.VERSIONS
+    versions = versions or VERSIONS
     spec, x, g = synthetic.tie_case()
     rng = np.random.default_rng(0)
     rx = rng.permutation(16).astype(np.float32).reshape(1, 1, 4, 4)

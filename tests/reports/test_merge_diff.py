@@ -3,10 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from poolgrad.reports import synthetic
 from poolgrad.reports.__main__ import main
 from poolgrad.reports.records import read_results
-from reports_recorded import TIE_ID, run_records, write
+from reports_recorded import TIE_ID, VERSIONS, run_records, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +53,7 @@ def test_two_shards_build_the_same_report_as_the_unsharded_run(tmp_path):
 
 
 def test_versions_of_one_target_stay_apart_in_a_merge(tmp_path):
-    old = run_records("old", versions={**synthetic.VERSIONS, "torch": "2.12.1+cpu"})
+    old = run_records("old", versions={**VERSIONS, "torch": "2.12.1+cpu"})
     new = run_records("new")
     main(["merge", str(write(tmp_path / "o.jsonl", old)), str(write(tmp_path / "n.jsonl", new)),
           "-o", str(tmp_path / "m.jsonl")])
@@ -98,7 +97,7 @@ def test_diff_names_moved_arrays_as_a_behaviour_change(tmp_path, capsys):
 
 def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
     base = run_records()
-    new = run_records(versions={**synthetic.VERSIONS, "jax": "0.11.0"})
+    new = run_records(versions={**VERSIONS, "jax": "0.11.0"})
     for r in new:  # the new jax routes ties to the first maximum: conforms now
         if r["record"] == "result" and r["framework"] == "jax" and r["case_id"] == TIE_ID:
             r.update(verdict="conforms", outcome="pass", policy={"tie": "first", "nan": "propagate"},
@@ -112,7 +111,7 @@ def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
 
 def test_diff_with_only_a_version_change_exits_0(tmp_path, capsys):
     base = write(tmp_path / "a.jsonl", run_records())
-    new = write(tmp_path / "b.jsonl", run_records(versions={**synthetic.VERSIONS, "torch": "2.14.0"}))
+    new = write(tmp_path / "b.jsonl", run_records(versions={**VERSIONS, "torch": "2.14.0"}))
     assert main(["diff", str(base), str(new)]) == 0
     assert "torch: 2.13.0+cpu -> 2.14.0" in capsys.readouterr().out
 

@@ -17,7 +17,7 @@ Variants:
 from __future__ import annotations
 
 from poolgrad.adapters.base import Unsupported
-from poolgrad.adapters.framework import Framework
+from poolgrad.adapters.framework import Framework, Upstream
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "compile")
@@ -61,4 +61,5 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 
 # The record the entry point names (poolgrad/adapters/framework.py).
 FRAMEWORK = Framework("mlx", "poolgrad_mlx.adapter", "mlx", ("mlx",), VARIANTS, planner=__name__,
-                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES)
+                      ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
+                      upstream=Upstream("ml-explore/mlx", "the Bug report template"))

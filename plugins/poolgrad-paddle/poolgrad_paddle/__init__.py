@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from poolgrad.adapters.base import Unsupported
-from poolgrad.adapters.framework import Framework
+from poolgrad.adapters.framework import Framework, Upstream
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "channels_last", "return_mask", "to_static")
@@ -114,4 +114,5 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 # The record the entry point names (poolgrad/adapters/framework.py).
 FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"), VARIANTS,
                       {"return_mask": "plane"}, planner=__name__, ad_modes=AD_MODES, costs=COSTS,
-                      env_switches=ENV_SWITCHES)
+                      env_switches=ENV_SWITCHES,
+                      upstream=Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form"))

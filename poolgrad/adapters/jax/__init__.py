@@ -26,7 +26,7 @@ from poolgrad.reference.geometry import resolve
 
 from .. import idioms, keras
 from ..base import Unsupported
-from ..framework import Framework
+from ..framework import Framework, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
 JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches")
@@ -43,6 +43,16 @@ COSTS = {"keras": 1.2, "eager": 0.34, "flax": 0.28, "jit": 0.2,
          "patches": 0.62, "reduce": 0.45, "reshape": 0.18, "reduce_jit": 0.1,
          "keras_global": 1.1, "keras_global_cf": 0.35}
 ENV_SWITCHES = ("XLA_FLAGS", "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION")
+# XLA_FLAGS holds XLA's CPU backend to one thread (TensorFlow's XLA reads it too: the pool sets
+# every record's variables in every worker). In a worker sharing its GPU, JAX would otherwise
+# preallocate 75 % of its memory. JAX keeps a persistent compile cache only when asked, and then
+# only of compilations over 1 s by default; pooling programs take ~0.1 s.
+WORKER_ENVIRONMENT = WorkerEnvironment(
+    one_thread={"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"},
+    shared_gpu={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    compile_cache=lambda root: {"JAX_COMPILATION_CACHE_DIR": str(root / "jax"),
+                                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"})
+UPSTREAM = Upstream("jax-ml/jax", "the Bug report form")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,4 +143,5 @@ def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
 # of its own.
 FRAMEWORK = Framework("jax", "poolgrad.adapters.jax.adapter", "jax", ("jax",), (*VARIANTS, *keras.VARIANTS),
                       workers=keras.on("jax"), planner=__name__, ad_modes=AD_MODES, costs=COSTS,
-                      env_switches=ENV_SWITCHES, api_paths={**API_PATHS, **keras.API_PATHS})
+                      env_switches=ENV_SWITCHES, api_paths={**API_PATHS, **keras.API_PATHS},
+                      worker_environment=WORKER_ENVIRONMENT, upstream=UPSTREAM)

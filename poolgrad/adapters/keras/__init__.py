@@ -21,7 +21,7 @@ from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms
 from ..base import Unsupported
-from ..framework import WorkerSpec
+from ..framework import Upstream, WorkerSpec
 
 VARIANTS = ("keras", "keras_global", "keras_global_cf")
 # The variants that pool without a pooling layer's windows (as the frameworks' planners name theirs)
@@ -30,6 +30,8 @@ GLOBAL_NAMES = {"adaptive_max_pool": "GlobalMaxPooling", "adaptive_avg_pool": "G
 LAYER_NAMES = {"max_pool": "MaxPooling", "avg_pool": "AveragePooling",
                "adaptive_max_pool": "AdaptiveMaxPooling", "adaptive_avg_pool": "AdaptiveAveragePooling"}
 API_PATHS = {"keras": ("keras", True)}  # the layers take padding="same"
+# Its variants' bugs go here, whatever the backend.
+UPSTREAM = Upstream("keras-team/keras", "the Bug Issue template")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,5 +89,5 @@ def on(backend: str) -> dict:
     pooling layers with the framework as Keras's backend. Keras fixes its backend when it is
     imported (KERAS_BACKEND), so Keras on each backend runs in a worker of its own."""
     worker = WorkerSpec(f"{backend}-keras", "poolgrad.adapters.keras.adapter", {"KERAS_BACKEND": backend}, "keras",
-                        __name__)
+                        __name__, UPSTREAM)
     return dict.fromkeys(VARIANTS, worker)

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms, keras, onednn
 from ..base import Unsupported
-from ..framework import Framework
+from ..framework import Framework, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 # The variants traced by tf.function, and whether with XLA (jit_compile).
@@ -58,6 +59,18 @@ ENV_SWITCHES = ("TF_ENABLE_MAXPOOL_NANPROP", *onednn.ISA_CAP_SWITCHES, "TF_DETER
 # Its CPU kernels may go through oneDNN (off with TF_ENABLE_ONEDNN_OPTS=0); the adapter reports
 # whether they do as "onednn".
 DISPATCH = onednn.OneDNN("onednn", off_switch=("TF_ENABLE_ONEDNN_OPTS", "0"))
+
+
+def _compile_cache(root) -> dict:
+    """XLA's persistent cache, which TF keeps only when asked: a flag added to the user's TF_XLA_FLAGS."""
+    flags = [os.environ.get("TF_XLA_FLAGS", ""), f"--tf_xla_persistent_cache_directory={root / 'tf-xla'}"]
+    return {"TF_XLA_FLAGS": " ".join(f for f in flags if f)}
+
+
+# In a worker sharing its GPU (pool.py), TF would otherwise take all of the GPU's memory.
+WORKER_ENVIRONMENT = WorkerEnvironment(one_thread={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"},
+                                       shared_gpu={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, compile_cache=_compile_cache)
+UPSTREAM = Upstream("tensorflow/tensorflow", "the TensorFlow Issue Template, type Bug")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,4 +201,5 @@ def plan(spec, variant: str, shape) -> Call | Unsupported:
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                       (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
                       __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
-                      dispatch=DISPATCH, api_paths={**API_PATHS, **keras.API_PATHS})
+                      dispatch=DISPATCH, api_paths={**API_PATHS, **keras.API_PATHS},
+                      worker_environment=WORKER_ENVIRONMENT, upstream=UPSTREAM)

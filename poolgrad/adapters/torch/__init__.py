@@ -40,7 +40,7 @@ from poolgrad.reference.geometry import resolve
 
 from .. import idioms, keras, onednn
 from ..base import Unsupported
-from ..framework import Framework
+from ..framework import Framework, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
             "unfold")
@@ -55,6 +55,13 @@ COSTS = {"compile": 2.3, "keras": 0.05,   # inductor: two C++ kernels (forward, 
 ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", *onednn.ISA_CAP_SWITCHES)
 # Its CPU kernels may go through oneDNN; the adapter reports whether torch has it as "mkldnn".
 DISPATCH = onednn.OneDNN("mkldnn")
+# In a worker sharing its GPU (pool.py): torch.cuda.is_available() in a zygote's import (Keras's
+# torch backend calls it) would initialise CUDA, which the workers forked from it then cannot
+# use; inductor keeps its compile cache by default (in /tmp), under --compile-cache here.
+WORKER_ENVIRONMENT = WorkerEnvironment(
+    shared_gpu={"PYTORCH_NVML_BASED_CUDA_CHECK": "1"},
+    compile_cache=lambda root: {"TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor")})
+UPSTREAM = Upstream("pytorch/pytorch", "the 🐛 Bug Report form; torch.compile findings: the torch.compile form")
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
 CHANNELS_LAST_RANKS = (2, 3)
@@ -221,4 +228,5 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
                       {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
                       ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES, dispatch=DISPATCH,
-                      api_paths={**API_PATHS, **keras.API_PATHS})
+                      api_paths={**API_PATHS, **keras.API_PATHS}, worker_environment=WORKER_ENVIRONMENT,
+                      upstream=UPSTREAM)
