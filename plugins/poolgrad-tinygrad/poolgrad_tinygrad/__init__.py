@@ -19,7 +19,7 @@ Variants:
 from __future__ import annotations
 
 from poolgrad.adapters.base import Unsupported
-from poolgrad.adapters.framework import Framework, Upstream
+from poolgrad.adapters.framework import Framework, Upstream, WorkerEnvironment
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "jit")
@@ -57,4 +57,7 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 # The record the entry point names (poolgrad/adapters/framework.py).
 FRAMEWORK = Framework("tinygrad", "poolgrad_tinygrad.adapter", "tinygrad", ("tinygrad",), VARIANTS,
                       planner=__name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
-                      upstream=Upstream("tinygrad/tinygrad"))  # it has no issue forms
+                      upstream=Upstream("tinygrad/tinygrad"),  # it has no issue forms
+                      # its compiled kernels' SQLite cache, under --compile-cache's directory
+                      worker_environment=WorkerEnvironment(
+                          compile_cache=lambda root: {"CACHEDB": str(root / "tinygrad" / "cache.db")}))

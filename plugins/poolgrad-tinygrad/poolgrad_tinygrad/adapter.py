@@ -6,11 +6,10 @@ Channels-first like poolgrad, so no transposes. The gradient is tinygrad's autog
 float16, float32 and float64 NumPy arrays become tensors as they are; bfloat16 (ml_dtypes, which
 tinygrad does not read) goes through float32, which holds it exactly, and back.
 
-Before tinygrad is imported: its compiled kernels are cached in SQLite (CACHEDB), put beside the
-run's other compiler caches (poolgrad gives workers its compile cache as TORCHINDUCTOR_CACHE_DIR,
-<cache>/torchinductor; none with --compile-cache none: then a file of this process's own, cold),
-and kernels compile in this process (PARALLEL=0: poolgrad already runs one worker per core).
-A value the user set wins.
+Before tinygrad is imported: its compiled kernels are cached in SQLite (CACHEDB), under the run's
+compile cache (the framework record's worker environment; with --compile-cache none, a file of
+this process's own, cold), and kernels compile in this process (PARALLEL=0: poolgrad already runs
+one worker per core). A value the user set wins.
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ from __future__ import annotations
 import os
 import tempfile
 
-if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
-    os.environ.setdefault("CACHEDB", os.path.join(os.path.dirname(os.environ["TORCHINDUCTOR_CACHE_DIR"]), "tinygrad", "cache.db"))
-else:
-    os.environ.setdefault("CACHEDB", os.path.join(tempfile.mkdtemp(prefix="poolgrad-tinygrad-"), "cache.db"))
+if "CACHEDB" not in os.environ:
+    os.environ["CACHEDB"] = os.path.join(tempfile.mkdtemp(prefix="poolgrad-tinygrad-"), "cache.db")
 os.environ.setdefault("PARALLEL", "0")
 
 import importlib.metadata  # noqa: E402
