@@ -86,12 +86,12 @@ class ResultsWriter:
         return defaults
 
     def write(self, rec: dict) -> None:
+        """Write ``rec``: a whole result, or one against its case (against_case), whose first
+        of its case brings the case's fields; or another record."""
         if rec["record"] == "result":
-            if rec.get("input") is not None:
-                defaults = self.case(rec)
-                rec = _against_expected({k: v for k, v in rec.items() if k not in CASE_FIELDS and not (
-                    k in CASE_DEFAULTS and v == defaults[k])}, rec)
-            rec = self._compact(rec)
+            defaults = self._cases.get(rec["case_id"]) or self.case(rec)
+            rec = self._compact(against_case({k: v for k, v in rec.items()
+                                              if not (k in CASE_DEFAULTS and v == defaults[k])}))
         # Nulls are left out, except a case default's: absent reads as the case's value.
         rec = {k: v for k, v in rec.items() if not (k in OPTIONAL and v is None and k not in CASE_DEFAULTS)}
         if rec["record"] == "result":
@@ -150,29 +150,35 @@ class ResultsWriter:
         return tid
 
 
-def _against_expected(rec: dict, case: dict) -> dict:
-    same = []
+def against_case(rec: dict) -> dict:
+    """A result as it is written against its case, the inverse of :func:`restore`: without the
+    case's fields (CASE_FIELDS: its case record holds them), an array equal to the reference's
+    named in ``as_expected``, one that differs in a few cells as ``<name>_changes``. A worker
+    sends its results in this form (the first of a case with the case's fields) and a writer
+    writes it; a result already in it comes back the same."""
+    out = {k: v for k, v in rec.items() if k not in CASE_FIELDS}
+    same = list(rec.get("as_expected") or ())
     for name, ref in AGAINST_EXPECTED.items():
-        got, want = rec.get(name), case.get(ref)
+        got, want = rec.get(name), rec.get(ref)
         if got is None or want is None:
             continue
-        if got == want:
+        if got is want or got == want:  # check shares the case's encoding where the bits agree
             same.append(name)
-            del rec[name]
+            del out[name]
             continue
         g, w = np.array(got, dtype=object).ravel(), np.array(want, dtype=object).ravel()
         if g.shape == w.shape:
             changed = [i for i in range(g.size) if g[i] != w[i] or type(g[i]) is not type(w[i])]
             if 2 * len(changed) < g.size:  # a pair per changed cell: cheaper only when few change
-                rec[f"{name}_changes"] = [[i, g[i]] for i in changed]
-                del rec[name]
+                out[f"{name}_changes"] = [[i, g[i]] for i in changed]
+                del out[name]
     if same:
-        rec["as_expected"] = same
-    return rec
+        out["as_expected"] = same
+    return out
 
 
-def _restore(rec: dict, case: dict) -> dict:
-    """A result with its case's fields and its arrays whole again."""
+def restore(rec: dict, case: dict) -> dict:
+    """A result with its case's fields and its arrays whole again (the inverse of against_case)."""
     # A case record holds what its writer moved there (older writers: the arrays only).
     out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
     for f in CASE_DEFAULTS:  # left out where it was the case's; written null where null
@@ -336,7 +342,7 @@ def _joined(records: Iterable[dict]) -> Iterable[dict]:
 
 def _joined_result(rec: dict, cases: dict, findings: dict) -> dict:
     if rec["case_id"] in cases and rec.get("input") is None:
-        rec = _restore(rec, cases[rec["case_id"]])
+        rec = restore(rec, cases[rec["case_id"]])
     elif rec.get("spec") is None:
         raise RecordError(f"result of case {rec['case_id']!r} has no spec and no case record before it")
     if rec.get("findings"):

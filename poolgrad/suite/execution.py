@@ -9,7 +9,8 @@ import tempfile
 import time
 
 from poolgrad.cases import findings
-from poolgrad.reports.schema import AGAINST_EXPECTED, CASE_FIELDS
+from poolgrad.reports.records import against_case
+from poolgrad.reports.schema import CASE_FIELDS
 
 from . import options
 from .machine import machine as machine_of
@@ -96,13 +97,12 @@ class Execution:
         call.group.done(mode)
         checked.record["run_id"] = self.run.run_id
         record = checked.record
-        # A framework array equal to the reference's (check shares its encoding) travels as its
-        # name in ``as_expected``; the controller fills it back from the case.
-        same = [f for f, ref in AGAINST_EXPECTED.items() if record.get(f) is not None and record[f] is record[ref]]
-        if same:
-            record = {**{k: v for k, v in record.items() if k not in same}, "as_expected": same}
+        # Sent as the results file holds it, against its case (records.against_case), the
+        # case's fields with its first result only: the controller writes it as it comes.
         if case.id in self._sent_cases:
-            record = {k: v for k, v in record.items() if k not in CASE_FIELDS}
+            record = against_case(record)
+        else:
+            record = {**against_case(record), **{f: record[f] for f in CASE_FIELDS}}
         self._sent_cases.add(case.id)
         node.user_properties.append((RECORD_KEY, json.dumps(record, allow_nan=False)))
         return checked

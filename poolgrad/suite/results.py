@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from poolgrad.adapters import registry
-from poolgrad.reports.schema import AGAINST_EXPECTED, CASE_FIELDS
+from poolgrad.reports.schema import CASE_FIELDS
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY
 from .machine import machine as machine_of, record as machine_record
@@ -57,13 +57,9 @@ class Results:
             if key == FRAMEWORK_KEY:
                 self.frameworks_seen.update(json.loads(value))
             elif key == RECORD_KEY:
-                rec = value
+                rec = value  # against its case (records.against_case), as the file holds it
                 if "input" in rec:
                     self._case_fields[rec["case_id"]] = {f: rec.get(f) for f in CASE_FIELDS}
-                else:
-                    rec.update(self._case_fields[rec["case_id"]])
-                for f in rec.pop("as_expected", ()):  # arrays that travelled as the reference's
-                    rec[f] = rec[AGAINST_EXPECTED[f]]
                 self._count(rec["outcome"], rec["verdict"])
                 self.explaining.update(f["id"] for f in rec.get("findings") or ())
                 for fid in rec.get("contradicts") or ():
@@ -80,6 +76,9 @@ class Results:
             if rec["record"] == "unsupported":
                 from poolgrad.reports.records import unsupported_results
                 self._memory_records.extend({**r, **self._case_fields[r["case_id"]]} for r in unsupported_results(rec))
+            elif rec["record"] == "result":
+                from poolgrad.reports.records import restore
+                self._memory_records.append(restore(rec, self._case_fields[rec["case_id"]]))
             else:
                 self._memory_records.append(rec)
 

@@ -97,9 +97,28 @@ def test_a_cases_arrays_are_written_once_and_read_back_into_every_result(tmp_pat
     assert [{k: r[k] for k in recs[0]} for r in results] == recs
 
 
+def test_results_sent_against_their_case_write_the_file_whole_results_write(tmp_path):
+    # A worker sends each result against its case (the case's fields with its first result
+    # only): the writer writes it as it comes, to the same bytes, and restore is its inverse.
+    from poolgrad.reports import synthetic
+    from poolgrad.reports.records import against_case, restore
+    from poolgrad.reports.schema import CASE_FIELDS
+    spec, x, g = synthetic.tie_case()
+    recs = [synthetic.result("tie", "ties", spec, x, g, framework=fw, variant=v, run_id="r", tie=tie)
+            for fw, v, tie in (("torch", "eager", "first"), ("jax", "jit", "all"), ("jax", "eager", "last"))]
+    case = {f: recs[0][f] for f in CASE_FIELDS if f in recs[0]}
+    sent = [{**against_case(recs[0]), **case}, *map(against_case, recs[1:])]
+    assert all("input" not in r and "forward" not in r for r in sent[1:])
+    assert [against_case(r) for r in sent[1:]] == sent[1:]
+    assert [{k: restore(r, case)[k] for k in rec} for r, rec in zip(sent, recs)] == recs
+    (whole, _), (relative, _) = (_written(tmp_path / name, records) for name, records in (("a", recs), ("b", sent)))
+    assert relative.read_bytes() == whole.read_bytes()
+
+
 def _written(tmp_path, recs):
     """The path of a results file ResultsWriter wrote ``recs`` to, and its lines."""
     from poolgrad.reports.records import ResultsWriter
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "r.jsonl"
     with open(path, "w") as fh:
         writer = ResultsWriter(fh)

@@ -5,6 +5,7 @@ completed, and readers count the run once, by its last record."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,24 @@ def test_the_environment_is_the_first_record_and_the_run_counts_once(tmp_path):
     assert last["frameworks"]["jax"]["devices"] == ["cpu"]  # what the worker reported
     envs, recs = read_results(results)
     assert envs == [last] and {r["case_id"] for r in recs} == {"one-window"}
+
+
+def test_a_runs_own_reports_are_those_its_results_file_builds(tmp_path):
+    # Results travel against their case (records.against_case) and are written as they come;
+    # the reports a run writes itself restore them from its cases, as a reader of the file does
+    # (the HTML report shows a divergence's arrays: my_pooling.all_maxima routes a tie to both).
+    from poolgrad.reports import html
+    results, case_file, own = tmp_path / "r.jsonl", tmp_path / "c.json", tmp_path / "own.html"
+    case_file.write_text(json.dumps({**CASES, "cases": [
+        *CASES["cases"], {"id": "tie", "family": "ties", "op": "max_pool1d", "kernel_size": 2, "stride": 1,
+                          "input": [[[2, 2, 1]]]}]}))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "poolgrad/conformance/test_conformance.py",
+         "-q", "--frameworks", "jax", "--variants", "eager,jit", "--target", "my_pooling:all_maxima", "--ad-modes", "none",
+         "--case-file", str(case_file), "--results", str(results), "--report-html", str(own)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "docs" / "examples"), os.environ.get("PYTHONPATH", "")])})
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # the tie's divergence fails
+    html.write_html([results], tmp_path / "from-file.html")
+    assert own.read_text() == (tmp_path / "from-file.html").read_text()
+    assert "1 divergences." in own.read_text()
