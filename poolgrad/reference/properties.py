@@ -56,6 +56,7 @@ PROPERTIES = {
     "one_tap_windows": "every window has one tap (kernel 1 or adaptive bins of one element): pooling is a copy",
     "explicit_padding": "the padding is neither none (VALID) nor what the SAME rule adds for this input",
     "same_asymmetric": "the padding is what the SAME rule adds for this input, and more after than before on some axis",
+    "same_rule": "the spec asks for padding by the SAME rule (padding 'SAME'), not by pads",
     "kernel_over_input": "the window is longer than the input along some axis (only padding makes it fit)",
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (where a compiler may stop unrolling a window)",
@@ -103,6 +104,8 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
         stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
         if np.all(stride == kernel) and "dilation" not in found:
             found.add("non_overlapping")
+    if spec.padding == "SAME":
+        found.add("same_rule")
     geom = plan_for(spec, shape).geom
     if geom.pads is not None:
         same = tuple(same_padding(a.length, k, s, d) for a, k, s, d in

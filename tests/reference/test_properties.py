@@ -36,10 +36,10 @@ def props(spec, values, dtype="float32"):
      {"neginf_window_after_padding", "neginf_window"}),
     ({**K3P1, "padding": [[0, 2]]}, [[[1, 2, 3, 4, 5]]], {"explicit_padding", "padding"}, {"padding_could_win"}),
     # SAME on 6 with k3 s2 adds (0, 1): asymmetric; with k3 s1, (1, 1); the same pairs written out are SAME's too
-    ({"op": "max_pool1d", "kernel_size": 3, "stride": 2, "padding": "SAME"}, np.ones((1, 1, 6)), {"same_asymmetric"},
-     {"explicit_padding", "kernel_over_input"}),
+    ({"op": "max_pool1d", "kernel_size": 3, "stride": 2, "padding": "SAME"}, np.ones((1, 1, 6)),
+     {"same_asymmetric", "same_rule"}, {"explicit_padding", "kernel_over_input"}),
     ({"op": "max_pool1d", "kernel_size": 3, "stride": 2, "padding": [[0, 1]]}, np.ones((1, 1, 6)), {"same_asymmetric"},
-     {"explicit_padding"}),
+     {"explicit_padding", "same_rule"}),
     ({"op": "max_pool1d", "kernel_size": 3, "stride": 1, "padding": "SAME"}, np.ones((1, 1, 6)), set(), {"same_asymmetric"}),
     # a 3-tap window over a 1-element depth fits only with SAME's (1, 1)
     ({"op": "avg_pool3d", "kernel_size": 3, "stride": 4, "padding": "SAME"}, np.ones((1, 1, 1, 4, 3)),
