@@ -111,16 +111,14 @@ class Results:
                 for (target, reason), case_ids in sorted(named.items(), key=lambda kv: (kv[0][0].id, kv[0][1]))]
 
     def environment_record(self) -> dict:
-        frameworks, switches = {}, {k: os.environ[k] for k in env_switches() if k in os.environ}
-        for name, fw in registry.FRAMEWORKS.items():
+        # What its adapter reported; readers add the run's env_switches it reads (Framework.environment_in).
+        frameworks = {}
+        for name in registry.FRAMEWORKS:
             seen = self.frameworks_seen.get(name, {})
             version = seen.get("version") or registry.installed_version(name)
             if version:
-                # once its adapter reported it, its environment holds what decides its dispatch,
-                # the run's values of its switches included
-                reported = seen.get("environment")
-                environment = {} if reported is None else fw.dispatch_environment(switches, reported)
-                frameworks[name] = {"version": version, "devices": seen.get("devices", []), "environment": environment}
+                frameworks[name] = {"version": version, "devices": seen.get("devices", []),
+                                    "environment": seen.get("environment", {})}
         shard = self.run.shard
         return {
             "record": "environment", "schema": "poolgrad-results/1", "run_id": self.run.run_id,
@@ -129,7 +127,7 @@ class Results:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "numpy": np.__version__,
             "platform": platform.platform(), **machine_record(), "frameworks": frameworks,
-            "env_switches": switches,
+            "env_switches": {k: os.environ[k] for k in env_switches() if k in os.environ},
         }
 
     def finish(self) -> list[str]:
