@@ -18,17 +18,20 @@ building it writes nothing (build/, *.egg-info) into the working tree.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
 
-from poolgrad.suite import lanes
+ROOT = Path(__file__).resolve().parent
+# The lane runner of this checkout: nox runs in an environment of its own, where poolgrad need
+# not be installed (poolgrad/__init__.py and suite/__init__.py import nothing).
+sys.path.insert(0, str(ROOT))
+from poolgrad.suite import lanes  # noqa: E402
 
 nox.options.default_venv_backend = "uv"
 nox.options.envdir = "out/lanes/.nox"
 nox.options.reuse_existing_virtualenvs = False
-
-ROOT = Path(__file__).resolve().parent
 
 VARIANTS = {
     "torch": "eager,channels_last,module,return_indices",  # + compile when asked (see docstring)

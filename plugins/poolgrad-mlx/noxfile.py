@@ -13,17 +13,20 @@ Failing checks are expected (pytest exit 1 counts as success); the results file 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nox
-
-from poolgrad.suite import lanes
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = False
 
 PLUGIN = Path(__file__).resolve().parent
 ROOT = PLUGIN.parents[1]   # the poolgrad checkout this plugin lives in
+# its lane runner: nox runs in an environment of its own, where poolgrad need not be installed
+sys.path.insert(0, str(ROOT))
+from poolgrad.suite import lanes  # noqa: E402
+
 nox.options.envdir = str(ROOT / "out" / "lanes" / ".nox")
 
 # lane id -> the MLX requirement. 0.29.4: before forward mode for reductions (Reduce::jvp came

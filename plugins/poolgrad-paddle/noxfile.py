@@ -18,14 +18,17 @@ install as they are.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nox
 
-from poolgrad.suite import lanes
-
 PLUGIN = Path(__file__).resolve().parent
 ROOT = PLUGIN.parents[1]   # the poolgrad checkout this plugin lives in
+# its lane runner: nox runs in an environment of its own, where poolgrad need not be installed
+sys.path.insert(0, str(ROOT))
+from poolgrad.suite import lanes  # noqa: E402
+
 nox.options.default_venv_backend = "uv"
 nox.options.envdir = str(ROOT / "out" / "lanes" / ".nox")
 nox.options.reuse_existing_virtualenvs = False
