@@ -6,40 +6,67 @@
     python -m poolgrad.upstream --write DIR --framework torch
     python -m poolgrad.upstream FINDING_ID --write DIR
 
-A draft follows the form of its framework's issue template (``<planner package>/upstream.md.j2``,
-extending ``reports/templates/upstream_base.md.j2``): a title, what the kernel does and why (the
-finding's behaviour and kernel source), a minimal standalone reproducer as the first ``python``
-block, what the spec and the other frameworks do, and the environment measured. The reproducer
-is the report's per-result script (reports/reproducer.py) rendered for the finding's example
-case on its first variant and device: it imports only NumPy and the framework, computes the
-spec's result with plain NumPy, prints it beside the framework's and exits 1 while the behaviour
-holds, 0 once it does not.
+A draft speaks the framework's language, not poolgrad's: what the call returns on a small
+input, what users expect (what the other frameworks return there), why (the kernel source), and
+a reproducer a maintainer runs as it is. It follows the framework's issue form
+(``<planner package>/upstream.md.j2``, extending ``reports/templates/upstream_base.md.j2``) and
+fits in :data:`MAX_DRAFT_LINES`. A finding that has an upstream ``report`` gets no draft.
+
+The reproducer (``<planner package>/upstream.py.j2``, extending
+``reports/templates/upstream_base.py.j2``) is at most :data:`MAX_SCRIPT_LINES` lines of NumPy
+and the framework: the finding's example shrunk to the fewest (n, c) planes that still show the
+behaviour (:func:`shrink`), the call written as the framework's users write it (from its
+planner's arguments), the expected values as literals computed here by poolgrad's NumPy
+reference (never by the framework under test), and a comparison that prints both and exits 1
+while the behaviour holds, 0 once it does not.
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib
+import itertools
+import math
 import platform
+import pprint
+import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import jinja2
+import ml_dtypes
 import numpy as np
 
+from poolgrad import reference
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target, Unsupported
 from poolgrad.cases import findings as kb
 from poolgrad.cases import semantics
 from poolgrad.cases.case_file import CaseFileError, load_case_file
 from poolgrad.cases.examples import mode_of
+from poolgrad.reference.probes import routing_probe
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports import reproducer
-from poolgrad.reports.records import encode_array
+from poolgrad.verdicts import Policy, tolerances
+from poolgrad.verdicts.ad_modes import direction
 
 TEMPLATE = "upstream.md.j2"
+SCRIPT = "upstream.py.j2"
+MAX_DRAFT_LINES = 90
+MAX_SCRIPT_LINES = 30
+SMALL = 16  # elements of an input that reads at a glance
+WIDTH = 100  # characters per line of prose and of the reproducer's literals
+
+# poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
+# value, the spec, policies, verdict and impact names. A draft holds none of it.
+VOCABULARY = re.compile(
+    r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign)=|\bspec\b|\bspec's\b|SPEC\.md"
+    r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b" % "|".join(kb.IMPACTS),
+    re.IGNORECASE)
 
 _ENV = jinja2.Environment(
     loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(Path(reproducer.__file__).parent / "templates"),
@@ -49,7 +76,37 @@ _ENV = jinja2.Environment(
 
 
 class NoDraft(ValueError):
-    """The finding cannot be drafted (no example, no call for its example on its paths)."""
+    """The finding gets no draft (reported upstream already, no example, no call for its example)."""
+
+
+def _compact(value):
+    """A tuple of one repeated value as that value (frameworks take a scalar for every axis)."""
+    if isinstance(value, (tuple, list)) and value and all(v == value[0] for v in value):
+        return _compact(value[0])
+    return value
+
+
+def call_args(call: dict, positional=(), defaults=None, **extra) -> str:
+    """A planner's keyword arguments as a user writes them: ``positional`` first by position,
+    the others by keyword, each axis' equal values as one, those equal to their ``defaults`` left
+    out. Values are numbers, strings and tuples of them (repr is their code)."""
+    defaults = defaults or {}
+    items = {**call, **extra}
+    out = [repr(_compact(items[k])) for k in positional if k in items]
+    out += [f"{k}={_compact(v)!r}" for k, v in items.items()
+            if k not in positional and not (k in defaults and _compact(defaults[k]) == _compact(v))]
+    return ", ".join(out)
+
+
+_ENV.filters["args"] = call_args
+_ENV.filters["compact"] = lambda v: repr(_compact(v))
+
+
+def literal(a: np.ndarray, indent: int = 0) -> str:
+    """An array as a nested Python list, wrapped to WIDTH (floats exact: every value of the case
+    dtypes is exact in float64; NaN and infinities by the names ``nan`` and ``inf``)."""
+    text = pprint.pformat(np.asarray(a, dtype=np.float64).tolist(), width=WIDTH - indent, compact=True)
+    return text.replace("\n", "\n" + " " * indent)
 
 
 def example_case(f: kb.Finding):
@@ -84,14 +141,154 @@ def environment_switches(f: kb.Finding) -> dict:
     return registry.declared(f.framework).dispatch.switches_excluding(excluded) if excluded else {}
 
 
-def record(f: kb.Finding, case, target: Target) -> dict:
-    """The example as a result record, for reports.reproducer.script."""
-    return {"environment": environment_switches(f),"case_id": case.id, "target": target.id, "framework": target.framework, "variant": target.variant,
-            "device": target.device, "framework_version": registry.installed_version(f.framework) or "(not installed)",
-            "verdict": f.verdict, "spec": case.spec.to_dict(), "dtype": case.spec.dtype, "shape": list(case.input.shape),
-            "input": encode_array(case.input), "grad_output": encode_array(case.grad_output), "mode": mode_of(f)}
+# -- what the reference expects and what the finding says the framework returns -----------------
+def expected(spec, x, g, mode: str) -> dict[str, np.ndarray]:
+    """poolgrad's NumPy reference on the case, by what the reproducer checks."""
+    if mode == "jvp":
+        return {"tangent": reference.jvp(spec, x, direction(spec, x))}
+    return {"output": reference.forward(spec, x), "gradient": reference.backward(spec, x, g)}
 
 
+def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | None:
+    """What the finding says the framework returns on the case (its claim run through the
+    reference), for the sides it changes; None for a claim that names no values (an error, a
+    crash, a result that follows no rule)."""
+    in_mode = f.in_mode(mode)
+    if in_mode is None or not in_mode.claims_policy:
+        return None
+    if mode == "jvp":
+        return {"tangent": Policy(**in_mode.forward).jvp(spec, x, direction(spec, x))} if in_mode.forward else {}
+    out = {}
+    if in_mode.forward:
+        out["output"] = Policy(**in_mode.forward).evaluate(spec, x, g).forward
+    if in_mode.gradient:
+        out["gradient"] = Policy(**in_mode.gradient).evaluate(spec, x, g).grad_input
+    return out
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all((a == b) & (np.signbit(a) == np.signbit(b)) | np.isnan(a) & np.isnan(b)))
+
+
+def shows(f: kb.Finding, spec, x, g, mode: str) -> bool:
+    """Whether the case shows the finding: in its scope and, for a claim of values, with values
+    the reference says differ from the expected ones."""
+    props = properties_of_cases(spec, [x])[0]
+    if not f.in_scope(f"{spec.op}{x.ndim - 2}d", spec.dtype, props, call_elements=x.size, call_properties=lambda: props):
+        return False
+    claim = claimed(f, spec, x, g, mode)
+    if claim is None:
+        return True
+    want = expected(spec, x, g, mode)
+    return any(not _same(got, want[side]) for side, got in claim.items())
+
+
+def shrink(f: kb.Finding, case, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """The example's input and upstream gradient cut to the fewest (n, c) planes, then to the
+    smallest box of the plane, that still show the finding (windows never span planes). A
+    finding about the size of the call or about other cases of it (``min_call_elements``,
+    ``when_call``) keeps them all. A claim of values is checked on each box by the reference;
+    a claim that names none (an error, a result by no rule) only by its scope, so it is cut only
+    to a box whose case properties are the plane's own, and only where the plane is too large
+    to read (more than SMALL elements)."""
+    x, g = case.input, case.grad_output
+    if f.min_call_elements or f.when_call or x.size == 0:
+        return x, g
+    spec = case.spec
+    plane = next(((x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1])
+                  for n, c in itertools.product(range(x.shape[0]), range(x.shape[1]))
+                  if shows(f, spec, x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1], mode)), None)
+    if plane is None:
+        return x, g
+    x, g = plane
+    values_claimed = claimed(f, spec, x, g, mode) is not None
+    if spec.is_adaptive or spec.regions is not None or not (values_claimed or x.size > SMALL):
+        return x, g  # bins and regions are the input's: a box of it is another case
+    props = properties_of_cases(spec, [x])[0]
+    for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b)):
+        xs = x[(..., *box)]
+        try:
+            out = reference.resolve(spec, xs.shape)
+        except reference.SpecError:
+            continue
+        gs = (np.full((1, 1, *out.out_shape), g.flat[0], dtype=g.dtype) if np.all(g == g.flat[0])
+              else routing_probe((1, 1, *out.out_shape), spec.dtype, math.prod(a.taps for a in out.axes)))
+        if shows(f, spec, xs, gs, mode) and (values_claimed or properties_of_cases(spec, [xs])[0] == props):
+            return xs, gs
+    return x, g
+
+
+def _boxes(spatial) -> list[tuple[slice, ...]]:
+    """Every box of a spatial extent, as slices."""
+    per_axis = [[slice(a, b) for a in range(n) for b in range(a + 1, n + 1)] for n in spatial]
+    return [tuple(b) for b in itertools.product(*per_axis)]
+
+
+def checked_sides(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]:
+    """The expected arrays the reproducer compares: the sides the finding's claim changes on the
+    case, every side for a claim that names no values."""
+    want = expected(spec, x, g, mode)
+    claim = claimed(f, spec, x, g, mode)
+    if claim is None:
+        return want
+    return {side: want[side] for side, got in claim.items() if not _same(got, want[side])} or want
+
+
+# -- the reproducer ---------------------------------------------------------------------------
+def _template(f: kb.Finding, target: Target, name: str):
+    """The variant's planner's template ``name`` (Keras's for keras), else the framework's, else
+    the base's."""
+    fw = registry.get(f.framework)
+    planner = fw.worker(target.variant).planner or fw.planner or ""
+    base = name.replace("upstream.", "upstream_base.")
+    return _ENV.select_template([f"{p}/{name}" for p in dict.fromkeys((planner, fw.planner)) if p] + [base]), planner
+
+
+def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
+    """The standalone reproducer of ``f`` on (x, g)."""
+    spec = case.spec
+    call = registry.plan(target, spec, x.shape)
+    template, planner = _template(f, target, SCRIPT)
+    if template.name == "upstream_base.py.j2":
+        raise NoDraft(f"finding {f.id!r}: {planner or f.framework} has no reproducer template {SCRIPT}")
+    want = checked_sides(f, spec, x, g, mode)
+    geom = reference.resolve(spec, x.shape)
+    rtol = atol = 0.0
+    if not spec.is_max:  # sums are compared within poolgrad's bound: a few ulps of the dtype
+        entry, info = tolerances.table()[spec.op][spec.dtype], ml_dtypes.finfo(spec.dtype)
+        rtol, atol = entry["rtol_eps"] * float(info.eps), entry["atol_tiny"] * float(info.smallest_normal)
+    values = np.concatenate([np.ravel(x).astype(np.float64), np.ravel(g).astype(np.float64),
+                             *[np.ravel(v).astype(np.float64) for v in want.values()]])
+    fw = registry.get(f.framework)
+    text = template.render(
+        f=f, spec=spec, call=call, variant=target.variant, device=target.device, mode=mode, dtype=spec.dtype,
+        rank=x.ndim - 2, geom=geom, planner=importlib.import_module(planner), framework=f.framework,
+        backend_template=f"{fw.planner}/{SCRIPT}", environment=environment_switches(f),
+        x=literal(x, 4), g=literal(g, 4), t=literal(direction(spec, x), 4) if mode == "jvp" else None,
+        expected={k: literal(v, 8) for k, v in want.items()}, rtol=rtol, atol=atol,
+        divisor=_divisor(spec, geom), special=bool((~np.isfinite(values)).any()),
+        crash=f.verdict in ("crash", "timeout"))
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _divisor(spec, geom):
+    """What a user divides a window sum by (avg) or scales it with (lp, PyTorch's K / count for
+    a window clipped by ceil_mode), as the framework templates that sum windows need it: a
+    number where every window has the same, else a nested list."""
+    if spec.is_max or spec.is_adaptive:
+        return None
+    if spec.op == "lp_pool":
+        value = np.prod(geom.kernel_size) / geom.window_counts("in_padded")
+    elif spec.divisor_override is not None:
+        value = np.full(geom.out_shape, float(spec.divisor_override))
+    else:
+        value = geom.window_counts("in_padded" if spec.count_include_pad else "in_input").astype(np.float64)
+    value = np.asarray(value, dtype=np.float64)
+    return float(value.flat[0]) if value.size and np.all(value == value.flat[0]) else literal(value)
+
+
+# -- the words around it ----------------------------------------------------------------------
 def environment(framework: str, device: str) -> dict:
     fw = registry.get(framework)
     distribution = next((d for d in fw.distributions if _version(d)), fw.distributions[0])
@@ -118,32 +315,62 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def others(knowledge: kb.Knowledge, f: kb.Finding, case) -> list[str]:
-    """What each other framework does on the case, by its findings in scope there."""
-    props = properties_of_cases(case.spec, [case.input])[0]
-    op = f"{case.spec.op}{case.input.ndim - 2}d"
+def plain(text: str) -> str:
+    """``text`` less its sentences in poolgrad's vocabulary (they compare with poolgrad's spec,
+    which the draft shows by values instead), wrapped to WIDTH."""
+    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z(`])", " ".join(text.split()))
+    kept = " ".join(s for s in sentences if not VOCABULARY.search(s))
+    return textwrap.fill(kept, WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def api_name(framework: str, spec, rank: int, call) -> str | None:
+    """How ``framework``'s users call the op (its template's ``api`` block on the eager call)."""
+    template = _ENV.get_template(f"{registry.get(framework).planner}/{SCRIPT}")
+    context = template.new_context({"spec": spec, "rank": rank, "call": call, "variant": "eager"})
+    return "".join(template.blocks["api"](context)).strip() or None
+
+
+def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> list[str]:
+    """The frameworks that return the expected values on this input (CPU, their usual call), by
+    poolgrad's knowledge base: a call there and no finding of theirs in scope. At most five."""
     lines = []
-    for name in registry.FRAMEWORKS:
-        if name == f.framework:
+    for name, fw in registry.FRAMEWORKS.items():
+        if name == f.framework or not fw.planner:
             continue
-        found = [g for g in knowledge if g.framework == name and g.in_scope(op, case.spec.dtype, props)
-                 and set(g.modes) & set(f.modes)]
-        if found:
-            lines += [f"{name} {', '.join(semantics.variants_of(g))}: {g.title} ({g.claim_text()}; finding {g.id})"
-                      for g in found]
-        else:
-            lines.append(f"{name}: no finding covers this case (its paths followed the spec on the suite's cases of this kind)")
-    return lines
+        call = registry.plan(Target(name, "eager", "cpu"), spec, x.shape)
+        if isinstance(call, Unsupported) or any(
+                h.framework == name and "eager" in semantics.variants_of(h) and mode in h.modes
+                and any(fnmatch.fnmatchcase("cpu", d) for d in h.devices) and shows(h, spec, x, g, mode)
+                for h in knowledge):
+            continue
+        api = api_name(name, spec, x.ndim - 2, call)
+        version = registry.installed_version(name) if name in registry.FRAMEWORKS else None
+        lines.append(f"{name}{' ' + version if version else ''}" + (f" (`{api}`)" if api else ""))
+    return lines[:5]
 
 
-def spec_text(f: kb.Finding, case) -> str:
-    rule = ("the maximum of the window's real elements (padding never takes part), the first NaN if "
-            "there is one, else the first maximum in row-major window order (tie=first, nan=propagate); "
-            "the window's upstream gradient goes to that element" if case.spec.is_max else
-            "sums in float64 rounded once to the dtype; avg divides by its divisor, lp takes "
-            "(sum x**p * K/taps inside the padded input) ** (1/p)")
-    return (f"poolgrad's SPEC.md: {rule}. {f.framework} instead: {semantics.claim(f)}"
-            + (f" (impact: {kb.IMPACTS[f.impact]})." if f.impact in kb.IMPACTS else "."))
+def expectation(spec, dtype: str) -> str:
+    """What users of pooling expect of the op, in plain words."""
+    if spec.is_max:
+        return ("each window's maximum (NaN where the window holds one), and the window's gradient "
+                "sent to that element (to the first one where several are equal)")
+    mean = "mean" if "avg" in spec.op else "p-norm"
+    return (f"each window's {mean} computed without overflow and rounded once to {dtype}, and a gradient "
+            f"that is the upstream gradient shared over the window the same way")
+
+
+def returns(f: kb.Finding, claim: dict | None, want: dict) -> str:
+    """What the framework returns on the case, by the finding's claim."""
+    if f.verdict == "error" and f.error:
+        return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
+    if f.verdict in ("crash", "timeout"):
+        return "the process dies or hangs in the call"
+    if f.verdict == "unsupported":
+        return "the call refuses the input"
+    if claim:
+        return "; ".join(f"{side} `{literal(got).replace(chr(10), ' ')}` where `{literal(want[side]).replace(chr(10), ' ')}` "
+                         f"is expected" for side, got in claim.items() if side in want)
+    return f"{' and '.join(want)} other than expected"
 
 
 def run_script(script: str, timeout: float = 600) -> dict:
@@ -157,37 +384,38 @@ def run_script(script: str, timeout: float = 600) -> dict:
             return {"status": f"no exit within {timeout:.0f} s", "text": ""}
     lines = (done.stdout + done.stderr).strip().splitlines()
     status = done.returncode if done.returncode >= 0 else f"killed by signal {-done.returncode}"
-    return {"status": status, "text": "\n".join(lines[-40:])}
+    return {"status": status, "text": "\n".join(lines[-12:])}
+
+
+def report_of(f: kb.Finding) -> kb.Reference | None:
+    return next((r for r in f.upstream if r.type == "report"), None)
 
 
 def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
     """The Markdown draft of an upstream report of ``f``; ``run``: with the reproducer's output
     on this machine."""
+    reported = report_of(f)
+    if reported:
+        raise NoDraft(f"finding {f.id!r} is reported upstream already: {reported.url}")
     case = example_case(f)
     target = target_of(f, case)
-    try:
-        script = reproducer.script(record(f, case, target))
-    except reproducer.NotReproducible as e:
-        raise NoDraft(f"finding {f.id!r}: {e}") from None
-    fw = registry.get(f.framework)
-    planner = fw.worker(target.variant).planner or fw.planner or ""
-    # The form of the package that plans the variant (Keras's for keras), else the framework's.
-    template = _ENV.select_template([f"{p}/{TEMPLATE}" for p in dict.fromkeys((planner, fw.planner)) if p]
-                                    + ["upstream_base.md.j2"])
+    mode = mode_of(f)
+    x, g = shrink(f, case, mode)
+    code = script(f, case, target, x, g, mode)
+    spec = case.spec
+    want = checked_sides(f, spec, x, g, mode)
+    template, planner = _template(f, target, TEMPLATE)
     api = planner.rsplit(".", 1)[-1]
-    # Where the variant's worker reports (a package that plans it for the framework: Keras's), else the framework's.
-    where = fw.worker(target.variant).upstream or fw.upstream
-    repo, form = (where.repository, where.form) if where else (f"{f.framework}'s repository", "")
+    where = registry.get(f.framework).worker(target.variant).upstream or registry.get(f.framework).upstream
     env = environment(f.framework, target.device)
     if api != f.framework and _version(api):
         env["api"] = f"{api} {_version(api)}"
-    mode = mode_of(f)
-    call_words = (f"the {target.variant} path ({api} planner) on {target.device.upper()}"
-                  + ("" if mode == "backward" else f", its {mode.replace('_', ' ')}"))
-    case_words = f"{case.spec.op}{case.input.ndim - 2}d, {case.spec.dtype}, input shape {tuple(case.input.shape)}"
-    return template.render(f=f, title=f.title, script=script, env=env,
-                           spec_text=spec_text(f, case), others=others(knowledge, f, case), repo=repo, form=form,
-                           call_words=call_words, case_words=case_words, output=run_script(script) if run else None)
+    return template.render(
+        f=f, title=f.title, script=code, env=env, repo=where.repository if where else f.framework,
+        form=where.form if where else "", device=target.device.upper(), shape=tuple(x.shape), dtype=spec.dtype,
+        behaviour=plain(f.behaviour), source=plain(f.source), expectation=expectation(spec, spec.dtype),
+        returns=returns(f, claimed(f, spec, x, g, mode), want), others=others(knowledge, f, spec, x, g, mode),
+        mode=mode, output=run_script(code) if run else None)
 
 
 def main(argv=None) -> int:
@@ -206,7 +434,7 @@ def main(argv=None) -> int:
         p.error(f"unknown finding {unknown[0]!r}; see docs/frameworks/<framework>.md for the ids")
     if not args.ids and not args.write:
         p.error("name a FINDING_ID, or give --write DIR to draft every finding without a report")
-    chosen = [by_id[i] for i in args.ids] or [f for f in knowledge if not semantics.reported(f)
+    chosen = [by_id[i] for i in args.ids] or [f for f in knowledge if not report_of(f)
                                               and (not args.framework or f.framework in args.framework)]
     failed = 0
     for f in chosen:
