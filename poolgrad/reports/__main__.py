@@ -15,7 +15,27 @@ from .merge import merge, write_merged
 from .records import read_results
 from .schema import RecordError
 
-_EPILOG = """\
+_DIFF_DESCRIPTION = """\
+Compare two results sets record by record (matched by case and target). Every section is
+printed, "none" when empty: new divergences; fixed; fixed upstream (findings the new results no
+longer show, with their fixes); behaviour changes (a divergence whose arrays or failure moved);
+noise (results a nondeterministic finding covers, compared by whether it still holds, not bit for
+bit); label only (same behaviour, other verdict, policy or findings). A section groups its results
+by the findings that explained them before and after, with their titles and impacts, the targets
+and whether each side passed; results no finding explains are a group of their own
+("unexplained"). Framework versions, switches and targets added or gone are listed where they
+changed.
+"""
+
+# diff's exit status, in both help texts: a release lane's CI step branches on it.
+_DIFF_EXIT = """\
+Exit status of diff: 0 when no behaviour changed (versions, switches, coverage, label-only and
+nondeterministic results alone exit 0); 1 when a result is a new divergence, fixed, or a divergence
+whose arrays or failure moved; 2 when a results or findings file cannot be read or the command line
+is wrong.
+"""
+
+_EPILOG = f"""\
 Results files are what `pytest --results PATH` writes: one environment record per pytest
 process and one result record per (case, target). Examples:
 
@@ -26,10 +46,14 @@ process and one result record per (case, target). Examples:
   python -m poolgrad.reports merge shard-*.jsonl gpu.jsonl -o merged.jsonl
   python -m poolgrad.reports build merged.jsonl -o report.html
 
-  # release audit: what changed since the last release's results? (exit 1 if behaviour did)
+  # release audit: what changed since the last release's results, grouped by the findings
+  # that explain it; --markdown writes it as a release note's section
   python -m poolgrad.reports diff results-2.12.jsonl results-2.13.jsonl
+  python -m poolgrad.reports diff results-2.12.jsonl results-2.13.jsonl --markdown > release-note.md
 
-The format is documented in poolgrad/reports/FORMAT.md.
+{_DIFF_EXIT}
+build and merge exit 0, or 2 when a file cannot be read. The format is documented in
+poolgrad/reports/FORMAT.md.
 """
 
 
@@ -53,11 +77,12 @@ def _merge(args) -> int:
 
 def _diff(args) -> int:
     d = diff_mod.diff(read_results(args.baseline), read_results(args.new), kb.load(history=None, extra=args.findings))
-    if args.json:
+    if args.format == "json":
         print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
     else:
-        print(diff_mod.format_text(d, args.baseline, args.new))
-    return 1 if d.behaviour_changed else 0
+        form = diff_mod.format_markdown if args.format == "markdown" else diff_mod.format_text
+        print(form(d, args.baseline, args.new), end="\n" if args.format == "text" else "")
+    return d.exit_status
 
 
 def parser() -> argparse.ArgumentParser:
@@ -92,16 +117,16 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(run=_merge)
 
     d = sub.add_parser("diff", help="what changed between a baseline and a new run (exit 1 if behaviour changed)",
-                       description="Compare two results sets record by record (matched by case and target): new "
-                                   "divergences, fixed ones, verdict, policy and expectation changes, moved wrong "
-                                   "gradients, targets added or gone, framework version and switch changes, findings fixed "
-                                   "upstream. Results a nondeterministic finding covers are compared by whether "
-                                   "the finding still holds, not bit for bit, and listed apart. Exit "
-                                   "status 1 when any target's behaviour changed, 0 otherwise (versions, switches "
-                                   "and coverage alone are reported but exit 0).")
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_DIFF_EXIT,
+                       description=_DIFF_DESCRIPTION)
     d.add_argument("baseline", metavar="BASELINE", help="results of the earlier run")
     d.add_argument("new", metavar="NEW", help="results of the run to audit")
-    d.add_argument("--json", action="store_true", help="print the changes as JSON instead of text")
+    form = d.add_mutually_exclusive_group()
+    form.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                      help="text (default), Markdown for a release note, or JSON with every change")
+    form.add_argument("--markdown", dest="format", action="store_const", const="markdown",
+                      help="the same as --format markdown")
+    form.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
     d.add_argument("--findings", action="append", default=[], metavar="PATH",
                    help="a findings file of your own, added to the installed knowledge base (repeatable): its "
                         "nondeterministic findings and fix references count as the installed ones do")

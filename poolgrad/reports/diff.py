@@ -18,6 +18,12 @@ by whether the finding still holds, listed apart, and never makes ``behaviour_ch
 A finding that explained results of the baseline whose new results (of the same framework release
 or a newer one) no longer show it (they conform where it claimed a divergence, or contradict it)
 is listed as fixed upstream, with the fix references the knowledge base gives it.
+
+An auditor reads changes by what explains them: each section groups its results by the findings
+that explained them before and after (with the findings' titles and impacts, from the knowledge
+base), the results' outcomes on each side and the targets they ran on; results no finding
+explains are a group of their own ("unexplained"). Every section is printed, "none" when empty,
+so nothing found reads apart from not checked (``format_text``, ``format_markdown``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import dataclasses
 import functools
 import json
 from collections import defaultdict
+from collections.abc import Callable
 
 from packaging.version import InvalidVersion
 
@@ -36,7 +43,42 @@ from .records import encode_array, written_values
 from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
 
 BEHAVIOUR = ("new_divergences", "fixed", "behaviour_changes")
-LABELS_SHOWN = 20
+# Results shown under each group: its first few (the JSON form lists all).
+EXAMPLES = 3
+# Whether the result passed, as its outcome (schema.OUTCOMES) says.
+OUTCOME_WORDS = {"pass": "pass", "expected": "pass (known)", "behaviour_changed": "FAIL (finding contradicted)",
+                 "fail": "FAIL", "skipped": "skipped"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Style:
+    """How the text and Markdown forms write a name and an arrow."""
+    code: Callable[[str], str]
+    arrow: str
+    text: Callable[[str], str]  # free text (a finding's title)
+
+
+TEXT = Style(str, "->", str)
+# A title is prose: a "<" must not open an HTML tag in the rendered note.
+MARKDOWN = Style(lambda name: f"`{name}`", "→", lambda prose: prose.replace("<", "&lt;"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """How one run judged a result: the findings that explained it and its outcome."""
+    findings: tuple[str, ...]
+    outcome: str
+    divergence: bool
+
+    def label(self) -> str:
+        return " + ".join(self.findings) or ("unexplained" if self.divergence else "conforms")
+
+
+def side(rec: dict) -> Side:
+    found = tuple(f["id"] for f in rec.get("findings") or ())
+    if not found and rec.get("expected"):  # written before the knowledge base: its expectations entry
+        found = (rec["expected"]["id"],)
+    return Side(found, rec["outcome"], is_divergence(rec))
 
 
 @dataclasses.dataclass
@@ -45,9 +87,27 @@ class Change:
     target: str
     before: str
     after: str
+    was: Side
+    now: Side
 
-    def line(self) -> str:
-        return f"{self.case_id} on {self.target}: {self.before} -> {self.after}"
+    def line(self, style: Style = TEXT) -> str:
+        return f"{style.code(self.case_id)} on {style.code(self.target)}: {self.before} {style.arrow} {self.after}"
+
+
+@dataclasses.dataclass
+class Group:
+    """The changes of one section with the same explanation and outcome on each side."""
+    was: Side
+    now: Side
+    changes: list[Change]
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted({c.target for c in self.changes})
+
+    def to_dict(self) -> dict:
+        return {"before": dataclasses.asdict(self.was), "after": dataclasses.asdict(self.now),
+                "results": len(self.changes), "targets": self.targets}
 
 
 @dataclasses.dataclass
@@ -58,8 +118,8 @@ class Racing:
     findings: list[str]
     holds: bool  # in the new results the finding still holds (the result is not judged a failure)
 
-    def line(self) -> str:
-        return f"{self.case_id} on {self.target}: {', '.join(self.findings)} " + (
+    def line(self, style: Style = TEXT) -> str:
+        return f"{style.code(self.case_id)} on {style.code(self.target)}: {', '.join(map(style.code, self.findings))} " + (
             "still holds" if self.holds else "no longer holds")
 
 
@@ -68,14 +128,18 @@ class FixedUpstream:
     """A finding that held in the baseline, where the new results no longer show it."""
     finding: str
     title: str
+    impact: str
     results: int
     targets: list[str]
     fixes: list[dict]  # its fix references: url, title, state
 
     def line(self) -> str:
+        return f"{self.finding} ({_impact(self.impact)}: {self.title}): {self.gone()}"
+
+    def gone(self, style: Style = TEXT) -> str:
         fixes = "; ".join(f"fix {r['url']} ({r.get('state') or 'state not recorded'})" for r in self.fixes)
-        return (f"{self.finding}: gone from the {_count(self.results, 'result')} it explained on {', '.join(self.targets)}; "
-                + (fixes or "no fix reference in the knowledge base"))
+        return (f"gone from the {_count(self.results, 'result')} it explained on "
+                f"{', '.join(map(style.code, self.targets))}; " + (fixes or "no fix reference in the knowledge base"))
 
 
 @dataclasses.dataclass
@@ -92,19 +156,45 @@ class Diff:
     cases_gone: int = 0
     version_changes: list[str] = dataclasses.field(default_factory=list)
     environment_changes: list[str] = dataclasses.field(default_factory=list)
+    # every finding the changes name: id -> {"title", "impact"} (the knowledge base's, else the record's)
+    findings: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     @property
     def behaviour_changed(self) -> bool:
         return any(getattr(self, name) for name in BEHAVIOUR)
 
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.behaviour_changed else 0
+
+    def groups(self, name: str) -> list[Group]:
+        """The changes of section ``name`` (new_divergences, fixed, behaviour_changes,
+        label_changes) grouped by their sides; the worst impact first, then the most results."""
+        by_sides = defaultdict(list)
+        for c in getattr(self, name):
+            by_sides[c.was, c.now].append(c)
+        return sorted((Group(was, now, changes) for (was, now), changes in by_sides.items()),
+                      key=lambda g: (-self._worst(g.was.findings + g.now.findings), -len(g.changes),
+                                     g.was.label(), g.now.label()))
+
+    def _worst(self, ids) -> int:
+        ranks = [list(kb.IMPACTS).index(self.findings[i]["impact"]) for i in ids if self.findings[i]["impact"]]
+        return max(ranks, default=-1)
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["behaviour_changed"] = self.behaviour_changed
+        d["exit_status"] = self.exit_status
+        d["groups"] = {name: [g.to_dict() for g in self.groups(name)] for name in (*BEHAVIOUR, "label_changes")}
         return d
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _impact(impact: str) -> str:
+    return f"impact {impact}" if impact else "no impact stated"
 
 
 def describe(rec: dict) -> str:
@@ -135,7 +225,7 @@ def behaviour(rec: dict) -> str:
 
 
 def _label(rec: dict) -> str:
-    found = ", ".join(f["id"] for f in rec.get("findings") or ()) or (rec.get("expected") or {}).get("id")
+    found = ", ".join(side(rec).findings)
     return f"{describe(rec)}, {rec['outcome']}" + (f" ({found})" if found else "")
 
 
@@ -174,7 +264,8 @@ def _classify(a: dict, b: dict, in_play) -> tuple[str, str, str] | None:
         if is_divergence(a) != is_divergence(b):
             return ("new_divergences" if is_divergence(b) else "fixed"), describe(a), describe(b)
         if is_divergence(a):  # two conforming results of an arithmetic op may round apart
-            return "behaviour_changes", describe(a), describe(b)
+            return "behaviour_changes", describe(a), ("the same, other arrays" if describe(a) == describe(b)
+                                                      else describe(b))
     if _label(a) != _label(b):
         return "label_changes", _label(a), _label(b)
     return None
@@ -223,7 +314,8 @@ def _older(b: dict, a: dict) -> bool:
         return False
 
 
-def _fixed_upstream(pairs: list[tuple[dict, dict]], racing: set[str], knowledge) -> list[FixedUpstream]:
+def _fixed_upstream(pairs: list[tuple[dict, dict]], racing: set[str], knowledge, about) -> list[FixedUpstream]:
+    """``about(fid)``: the finding's title and impact."""
     held = defaultdict(list)  # finding id -> the pairs whose baseline it explained
     for a, b in pairs:
         # A release older than the baseline's without the behaviour predates it: no fix.
@@ -235,14 +327,23 @@ def _fixed_upstream(pairs: list[tuple[dict, dict]], racing: set[str], knowledge)
     for fid, held_pairs in sorted(held.items()):
         if not all(_gone(fid, a, b, fid in racing) for a, b in held_pairs):
             continue
-        summary = next(f for f in held_pairs[0][0]["findings"] if f["id"] == fid)
         if fid in known:  # the knowledge base's references are newer than the baseline's record
             fixes = [{"url": r.url, "title": r.title, "state": r.state} for r in known[fid].upstream if r.type == "fix"]
         else:
+            summary = next(f for f in held_pairs[0][0]["findings"] if f["id"] == fid)
             fixes = [r for r in summary.get("upstream") or () if r.get("type") == "fix"]
-        out.append(FixedUpstream(fid, summary.get("title", ""), len(held_pairs),
+        out.append(FixedUpstream(fid, about(fid)["title"], about(fid)["impact"], len(held_pairs),
                                  sorted({b["target"] for _, b in held_pairs}), fixes))
     return out
+
+
+def _about(knowledge, pairs: list[tuple[dict, dict]]):
+    """A finding's title and impact by id: the knowledge base's, else (a finding it no longer
+    has, or a file's own) what the records say of it."""
+    known = {f.id: {"title": f.title, "impact": f.impact} for f in knowledge}
+    said = {f["id"]: {"title": f.get("title", ""), "impact": f.get("impact") or ""}
+            for pair in pairs for rec in pair for f in rec.get("findings") or ()}
+    return lambda fid: known.get(fid) or said.get(fid) or {"title": "", "impact": ""}
 
 
 def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]], knowledge=None) -> Diff:
@@ -267,8 +368,13 @@ def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]
             d.nondeterministic.append(Racing(case_label(new_rec), new_rec["target"], sorted(in_play()),
                                              _race_holds(new_rec)))
         else:
-            getattr(d, category).append(Change(case_label(new_rec), new_rec["target"], before, after))
-    d.fixed_upstream = _fixed_upstream(pairs, racing, knowledge)
+            getattr(d, category).append(Change(case_label(new_rec), new_rec["target"], before, after,
+                                               side(old), side(new_rec)))
+    about = _about(knowledge, pairs)
+    d.fixed_upstream = _fixed_upstream(pairs, racing, knowledge, about)
+    named = {fid for name in (*BEHAVIOUR, "label_changes") for c in getattr(d, name) for fid in c.was.findings + c.now.findings}
+    named |= {fid for r in d.nondeterministic for fid in r.findings} | {f.finding for f in d.fixed_upstream}
+    d.findings = {fid: about(fid) for fid in sorted(named)}
     targets_a = {k[1:] for k in a}
     targets_b = {k[1:] for k in b}
     d.targets_added = sorted(" ".join(filter(None, t)) for t in targets_b - targets_a)
@@ -282,34 +388,103 @@ def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]
     return d
 
 
+# Every section an auditor reads, printed even when empty: (title, Diff attribute).
+SECTIONS = (("new divergences", "new_divergences"), ("fixed", "fixed"), ("fixed upstream", "fixed_upstream"),
+            ("behaviour changes", "behaviour_changes"),
+            ("noise: nondeterministic by a finding, compared by whether it holds (not a change)", "nondeterministic"),
+            ("label only: same behaviour, other labels (not a change)", "label_changes"))
+
+
+def _finding_lines(d: Diff, ids, style: Style) -> list[str]:
+    out = []
+    for fid in dict.fromkeys(ids):  # each once, in order
+        about = d.findings[fid]
+        out.append(f"{style.code(fid)}, {_impact(about['impact'])}: {style.text(about['title']) or '(no title)'}")
+    return out
+
+
+def _examples(changes: list, style: Style) -> list[str]:
+    more = len(changes) - EXAMPLES
+    return ([f"e.g. {c.line(style)}" for c in changes[:EXAMPLES]]
+            + ([f"and {more} more (--json lists all)"] if more > 0 else []))
+
+
+def _side(s: Side, style: Style) -> str:
+    return f"{' + '.join(map(style.code, s.findings)) or s.label()}, {OUTCOME_WORDS.get(s.outcome, s.outcome)}"
+
+
+def _entries(d: Diff, name: str, style: Style) -> tuple[str, list[tuple[str, list[str]]]]:
+    """A section's count and its entries: (head line, detail lines) each."""
+    def on(n, targets):
+        return f"{_count(n, 'result')} on {', '.join(map(style.code, targets))}"
+    if name == "fixed_upstream":
+        return (_count(len(d.fixed_upstream), "finding"),
+                [(f"{style.code(f.finding)}: {f.gone(style)}", _finding_lines(d, [f.finding], style))
+                 for f in d.fixed_upstream])
+    if name == "nondeterministic":
+        by_finding = defaultdict(list)
+        for r in d.nondeterministic:
+            by_finding[tuple(r.findings)].append(r)
+        entries = []
+        for ids, races in sorted(by_finding.items()):
+            held = sum(r.holds for r in races)
+            shown = sorted(races, key=lambda r: r.holds)  # those no longer holding first
+            entries.append((f"{on(len(races), sorted({r.target for r in races}))}: "
+                            f"{' + '.join(map(style.code, ids))} still holds on {held}, no longer holds on "
+                            f"{len(races) - held}",
+                            _finding_lines(d, ids, style) + _examples(shown, style)))
+        return _count(len(d.nondeterministic), "result"), entries
+    groups = d.groups(name)
+    return (f"{_count(len(getattr(d, name)), 'result')} in {_count(len(groups), 'group')}",
+            [(f"{on(len(g.changes), g.targets)}: {_side(g.was, style)} {style.arrow} {_side(g.now, style)}",
+              _finding_lines(d, g.was.findings + g.now.findings, style) + _examples(g.changes, style))
+             for g in groups])
+
+
+def _context(d: Diff) -> list[tuple[str, list[str]]]:
+    """Versions, switches and coverage: printed where they changed."""
+    return [(title, items) for title, items in (
+        ("framework versions changed", d.version_changes), ("environment switches changed", d.environment_changes),
+        ("targets added", d.targets_added), ("targets gone", d.targets_gone),
+        ("poolgrad.cases", [f"{d.cases_added} added, {d.cases_gone} gone (on targets in both)"]
+         if d.cases_added or d.cases_gone else [])) if items]
+
+
+def _verdict(d: Diff) -> str:
+    if d.behaviour_changed:
+        return f"yes (exit {d.exit_status})"
+    noise = [what for what, items in (("nondeterministic results", d.nondeterministic), ("labels", d.label_changes))
+             if items]
+    return f"no (exit {d.exit_status})" + (f" — {' and '.join(noise)} only" if noise else "")
+
+
 def format_text(d: Diff, base_name: str, new_name: str) -> str:
     lines = [f"poolgrad diff: {base_name} -> {new_name}"]
-    sections = [("framework versions changed", d.version_changes),
-                ("environment switches changed", d.environment_changes)]
-    sections += [(name.replace("_", " "), [c.line() for c in getattr(d, name)]) for name in BEHAVIOUR]
-    sections += [("targets added", d.targets_added), ("targets gone", d.targets_gone)]
-    sections += [("fixed upstream", [f.line() for f in d.fixed_upstream])]
-    for title, items in sections:
-        if items:
-            lines.append(f"{title} ({len(items)}):")
-            lines.extend(f"  {item}" for item in items)
-    if d.nondeterministic:
-        held = sum(r.holds for r in d.nondeterministic)
-        shown = sorted(d.nondeterministic, key=lambda r: r.holds)[:LABELS_SHOWN]  # those no longer holding first
-        lines.append(f"nondeterministic by a finding: {_count(len(d.nondeterministic), 'result')}, finding still holds on "
-                     f"{held}, no longer holds on {len(d.nondeterministic) - held} (compared by the finding, "
-                     "not bit for bit; not a change" + (f"; first {len(shown)}, --json lists all"
-                                                        if len(shown) < len(d.nondeterministic) else "") + "):")
-        lines.extend(f"  {r.line()}" for r in shown)
-    if d.label_changes:
-        shown = d.label_changes[:LABELS_SHOWN]
-        lines.append(f"label changes, same behaviour ({len(d.label_changes)}, not a change"
-                     + (f"; first {len(shown)}, --json lists all" if len(shown) < len(d.label_changes) else "") + "):")
-        lines.extend(f"  {c.line()}" for c in shown)
-    if d.cases_added or d.cases_gone:
-        lines.append(f"poolgrad.cases: {d.cases_added} added, {d.cases_gone} gone (on targets in both)")
-    noise = [name for name, items in (("nondeterministic results", d.nondeterministic), ("labels", d.label_changes))
-             if items]
-    lines.append("behaviour changed: " + ("yes (exit 1)" if d.behaviour_changed else
-                                          "no (exit 0)" + (f" — {' and '.join(noise)} only" if noise else "")))
+    for title, items in _context(d):
+        lines.append(f"{title} ({len(items)}):")
+        lines.extend(f"  {item}" for item in items)
+    for title, name in SECTIONS:
+        count, entries = _entries(d, name, TEXT)
+        lines.append(f"{title}: {count}" if entries else f"{title}: none")
+        for head, details in entries:
+            lines.append(f"  {head}")
+            lines.extend(f"    {detail}" for detail in details)
+    lines.append(f"behaviour changed: {_verdict(d)}")
     return "\n".join(lines)
+
+
+def format_markdown(d: Diff, base_name: str, new_name: str) -> str:
+    """The diff as a release note's section (CommonMark)."""
+    lines = [f"## poolgrad release diff: `{base_name}` → `{new_name}`", "",
+             f"**Behaviour changed: {_verdict(d)}**", ""]
+    for title, items in _context(d):
+        lines.append(f"- {title[0].upper()}{title[1:]}: " + "; ".join(items))
+    for title, name in SECTIONS:
+        count, entries = _entries(d, name, MARKDOWN)
+        lines += ["", f"### {title[0].upper()}{title[1:]}: {count if entries else 'none'}"]
+        if entries:
+            lines.append("")
+        for head, details in entries:
+            lines.append(f"- {head}")
+            lines.extend(f"  - {detail}" for detail in details)
+    return "\n".join(lines) + "\n"

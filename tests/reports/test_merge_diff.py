@@ -5,7 +5,7 @@ from pathlib import Path
 
 from poolgrad.reports.__main__ import main
 from poolgrad.reports.records import read_results
-from reports_recorded import TIE_ID, VERSIONS, run_records, write
+from reports_recorded import TF_FINDING, TIE_ID, VERSIONS, run_records, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,6 +82,11 @@ def test_diff_of_labels_alone_lists_them_and_exits_0(tmp_path, capsys):
     assert changed == {(TIE_ID, t) for t in ("tensorflow-eager-cpu", "tensorflow-xla-cpu", "jax-eager-cpu", "jax-jit-cpu")}
     tf = next(c for c in d["label_changes"] if c["target"] == "tensorflow-eager-cpu")
     assert tf["before"].endswith("expected (tf-tie-last)") and tf["after"].endswith("fail")
+    # grouped by what explained them on each side: the finding the other knowledge base lacks, the relabelled policy
+    groups = {(*g["before"]["findings"], g["before"]["outcome"], "->", *g["after"]["findings"], g["after"]["outcome"]):
+              (g["results"], g["targets"]) for g in d["groups"]["label_changes"]}
+    assert groups == {("tf-tie-last", "expected", "->", "fail"): (2, ["tensorflow-eager-cpu", "tensorflow-xla-cpu"]),
+                      ("fail", "->", "fail"): (2, ["jax-eager-cpu", "jax-jit-cpu"])}
 
 
 def test_diff_names_moved_arrays_as_a_behaviour_change(tmp_path, capsys):
@@ -92,7 +97,9 @@ def test_diff_names_moved_arrays_as_a_behaviour_change(tmp_path, capsys):
             r["grad_input"] = [[[[0, 1.5, 1.5], [1.5, 0, 4], [0, 0, 8]]]]
     assert main(["diff", str(write(tmp_path / "a.jsonl", base)), str(write(tmp_path / "b.jsonl", new))]) == 1
     out = capsys.readouterr().out
-    assert f"behaviour changes (2):\n  {TIE_ID} on tensorflow-eager-cpu" in out
+    assert ("behaviour changes: 2 results in 1 group\n  2 results on tensorflow-eager-cpu, tensorflow-xla-cpu: "
+            f"tf-tie-last, pass (known) -> tf-tie-last, pass (known)\n    tf-tie-last, no impact stated: {TF_FINDING['title']}"
+            f"\n    e.g. {TIE_ID} on tensorflow-eager-cpu: policy (nan=propagate, tie=last) -> the same, other arrays\n") in out
 
 
 def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
@@ -105,8 +112,9 @@ def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
     assert main(["diff", str(write(tmp_path / "a.jsonl", base)), str(write(tmp_path / "b.jsonl", new))]) == 1
     out = capsys.readouterr().out
     assert "jax: 0.10.2 -> 0.11.0" in out
-    assert f"fixed (2):\n  {TIE_ID} on jax-eager-cpu: policy (nan=propagate, tie=all)" in out
-    assert "new divergences" not in out and "targets gone" not in out
+    assert ("fixed: 2 results in 1 group\n  2 results on jax-eager-cpu, jax-jit-cpu: unexplained, FAIL -> conforms, pass\n"
+            f"    e.g. {TIE_ID} on jax-eager-cpu: policy (nan=propagate, tie=all) -> conforms") in out
+    assert "\nnew divergences: none\n" in out and "targets gone" not in out
 
 
 def test_diff_with_only_a_version_change_exits_0(tmp_path, capsys):
