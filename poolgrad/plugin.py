@@ -34,6 +34,7 @@ def pytest_cmdline_main(config):
 
 
 def pytest_configure(config):
+    options.take_example(config)
     run = Run(config)
     config.stash[RUN], config.stash[EXECUTION] = run, Execution(run)
     results = Results(run) if run.is_controller else None  # with xdist, the workers' records come here

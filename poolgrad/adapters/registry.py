@@ -55,6 +55,10 @@ USER = Framework("user", "poolgrad.adapters.user_adapter", "numpy", (), ())
 
 FRAMEWORKS = discover()
 
+# The frameworks that poolgrad's own plugin distributions (plugins/ in its repository) register,
+# so that naming one where its plugin is not installed says what to install.
+PLUGINS = {"paddle": "poolgrad-paddle", "mlx": "poolgrad-mlx", "tinygrad": "poolgrad-tinygrad"}
+
 
 def get(name: str) -> Framework:
     """The record of a registered framework, or of users' kernels."""
@@ -77,6 +81,13 @@ def installed(name: str, variant: str | None = None) -> bool:
     would load the framework here)."""
     fw = get(name)
     return all(importlib.util.find_spec(m) is not None for m in {fw.import_name, fw.worker(variant).requires})
+
+
+def not_installed_hint(name: str) -> str:
+    """What a user installs to check framework ``name`` (registered or one of PLUGINS)."""
+    if name in PLUGINS and name not in FRAMEWORKS:
+        return f"install the plugin {PLUGINS[name]} with {name} (its README)"
+    return f"install {' or '.join(get(name).distributions)}"
 
 
 def installed_version(name: str) -> str | None:

@@ -8,7 +8,8 @@ crashing case killed is then back in milliseconds, not seconds. Elsewhere (no
 ``os.pidfd_open`` to watch a process that is not one's child) each child is spawned and
 imports for itself. Its stdout and stderr (file
 descriptors 1 and 2, so native aborts and C++ logs too) go to a temp file, whose tail a crash
-message quotes. Requests and replies are pickled over a multiprocessing Connection; NumPy
+message quotes; its name leaves the temp directory once the child has opened it (this process
+reads it through a descriptor of its own), so no run leaves one behind, however it ends. Requests and replies are pickled over a multiprocessing Connection; NumPy
 arrays, ml_dtypes bfloat16 included, survive the trip unchanged.
 
 Protocol: the child first sends ("ready", description) or ("failed", message); then for each
@@ -182,28 +183,51 @@ class _Forked:
         os.close(self.sentinel)
 
 
+class _Log:
+    """A child's stdout and stderr: a temp file it opens by name (a spawned child inherits no
+    descriptor), read here through this process's own descriptor."""
+
+    def __init__(self, name: str):
+        self.fd, self.path = tempfile.mkstemp(prefix=f"poolgrad-{name}-", suffix=".log")
+        self._named = True
+
+    def opened(self) -> None:
+        """The child has the file open (it answered): its name is no longer needed."""
+        if self._named:
+            os.unlink(self.path)
+            self._named = False
+
+    def tail(self, chars: int) -> str:
+        size = os.fstat(self.fd).st_size
+        return os.pread(self.fd, chars, max(0, size - chars)).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.opened()
+        os.close(self.fd)
+
+
 class _Zygote:
     """The parent's handle on a zygote (see the module docstring). ``threads``: how many its
     adapter's import started; forking it is safe only when that is none."""
 
     def __init__(self, name: str, module: str, env: dict[str, str], timeout_s: float):
-        fd, self.log_path = tempfile.mkstemp(prefix=f"poolgrad-{name}-zygote-", suffix=".log")
-        os.close(fd)
+        self.log = _Log(f"{name}-zygote")
         self._conn, theirs = _SPAWN.Pipe()
-        self._proc = _Spawned(zygote, (module, theirs, self.log_path, env), f"poolgrad-{name}-zygote", daemon=True)
+        self._proc = _Spawned(zygote, (module, theirs, self.log.path, env), f"poolgrad-{name}-zygote", daemon=True)
         theirs.close()
         ready = multiprocessing.connection.wait([self._conn, self._proc.sentinel], timeout_s)
         reply = ("lost", None)
         if self._conn in ready:
             with contextlib.suppress(EOFError, ConnectionResetError):
                 reply = self._conn.recv()
+                self.log.opened()
         if reply[0] != "ready":
             if not ready:
                 lost = Lost(TIMEOUT, f"exceeded {timeout_s:g} s starting the {name} worker")
             elif reply[0] == "failed":
                 lost = Lost(ERROR, reply[1])
             else:
-                lost = Lost(CRASH, _died(name, self._proc.join(5), "starting", self.log_path))
+                lost = Lost(CRASH, _died(name, self._proc.join(5), "starting", self.log))
             self.close()
             raise lost
         self.threads = reply[1]
@@ -239,7 +263,7 @@ class _Zygote:
             self._proc.kill()
             self._proc.join(None)
         self._proc.close()
-        os.unlink(self.log_path)
+        self.log.close()
 
 
 class Worker:
@@ -249,7 +273,7 @@ class Worker:
         self.name, self.module, self.env = name, module, dict(env or {})
         self.starts = 0
         self.served = 0  # calls answered since the last start
-        self._proc = self._conn = self._log_path = self._zygote = None
+        self._proc = self._conn = self._log = self._zygote = None
         self._forks = FORKS
 
     @property
@@ -262,29 +286,36 @@ class Worker:
         began = time.perf_counter()
         if self._forks and (self._zygote is None or not self._zygote.alive()):
             self._new_zygote(timeout_s)
-        fd, self._log_path = tempfile.mkstemp(prefix=f"poolgrad-{self.name}-", suffix=".log")
-        os.close(fd)
-        if self._zygote is not None:
-            try:
-                self._conn, self._proc = self._zygote.fork(self._log_path)
-            except (OSError, EOFError):  # killed after alive() looked: a new zygote forks the worker
-                self._zygote.close()
-                self._new_zygote(timeout_s)
-                if self._zygote is not None:
-                    self._conn, self._proc = self._zygote.fork(self._log_path)
-        if self._proc is None:
-            self._conn, child_conn = _SPAWN.Pipe()
-            self._proc = _Spawned(serve, (self.module, child_conn, self._log_path, self.env), f"poolgrad-{self.name}")
-            child_conn.close()  # so the child's death reads as EOF here
+        self._log = _Log(self.name)
+        try:
+            if self._zygote is not None:
+                try:
+                    self._conn, self._proc = self._zygote.fork(self._log.path)
+                except (OSError, EOFError):  # killed after alive() looked: a new zygote forks the worker
+                    self._new_zygote(timeout_s)
+                    if self._zygote is not None:
+                        self._conn, self._proc = self._zygote.fork(self._log.path)
+            if self._proc is None:
+                self._conn, child_conn = _SPAWN.Pipe()
+                self._proc = _Spawned(serve, (self.module, child_conn, self._log.path, self.env), f"poolgrad-{self.name}")
+                child_conn.close()  # so the child's death reads as EOF here
+        except BaseException:  # no child to stop(): its log goes here
+            self._log.close()
+            self._log = None
+            raise
         self.starts += 1
         self.served = 0
         kind, payload = self._receive(timeout_s, "starting")
+        self._log.opened()
         if kind == "failed":
             self.stop()
             raise Lost(ERROR, payload)
         return {**payload, "startup_s": round(time.perf_counter() - began, 3)}
 
     def _new_zygote(self, timeout_s: float) -> None:
+        if self._zygote is not None:  # one that died: reap it, and let its log go
+            self._zygote.close()
+            self._zygote = None
         self._zygote = _Zygote(self.name, self.module, self.env, timeout_s)
         if self._zygote.threads:  # its import started threads: a fork would copy their locks
             self._zygote.close()
@@ -316,7 +347,7 @@ class Worker:
             self._proc.kill()
             message = doing
         else:
-            message = _died(self.name, self._proc.join(5), doing, self._log_path)
+            message = _died(self.name, self._proc.join(5), doing, self._log)
         self.stop()
         return Lost(status, message)
 
@@ -334,8 +365,8 @@ class Worker:
             self._proc.kill()
             self._proc.join(None)
         self._proc.close()
-        os.unlink(self._log_path)
-        self._proc = self._conn = self._log_path = None
+        self._log.close()
+        self._proc = self._conn = self._log = None
 
     def close(self) -> None:
         """Stop the child and its zygote."""
@@ -345,13 +376,11 @@ class Worker:
             self._zygote = None
 
 
-def _died(name: str, code: int | None, doing: str, log_path: str) -> str:
+def _died(name: str, code: int | None, doing: str, log: _Log) -> str:
     """A crash message: how the process ended, and the tail of its stderr with faulthandler's
     stacks cut to their innermost frames (whole, they are long with the checkout's path and
     pushed what killed the process, glibc's "free(): invalid pointer", out of the tail)."""
-    with open(log_path, "rb") as f:
-        f.seek(max(0, os.path.getsize(log_path) - 16 * _TAIL_CHARS))
-        tail = _innermost_frames(f.read().decode("utf-8", "replace"))[-_TAIL_CHARS:].strip()
+    tail = _innermost_frames(log.tail(16 * _TAIL_CHARS))[-_TAIL_CHARS:].strip()
     return f"the {name} worker died ({_describe_exit(code)}) {doing}" + (f"; its stderr ended with:\n{tail}" if tail else "")
 
 

@@ -240,13 +240,12 @@ def example_path(f: kb.Finding) -> str | None:
 def reproduce_command(f: kb.Finding) -> str | None:
     """The run that shows the finding on its example: its first variant and device, failing
     where the finding explains a result (``--fail-on`` its impact), so the test names it."""
-    example = example_path(f)
-    if example is None:
+    if f.example is None:
         return None
     variant = (variants_of(f) or ["*"])[0]
     device = "cpu" if any(fnmatch.fnmatchcase("cpu", d) for d in f.devices) else "gpu"
-    args = ["pytest", "--pyargs", "poolgrad", "--case-file", example, "--frameworks", f.framework,
-            "--variants", variant, "--devices", device]
+    # by the finding's id (--example), so it runs wherever poolgrad is installed, not only in a checkout
+    args = ["poolgrad", "--example", f.id, "--frameworks", f.framework, "--variants", variant, "--devices", device]
     if "backward" not in f.modes:
         args += ["--ad-modes", "all"]
     if f.impact in kb.IMPACTS:  # a known behaviour passes; at its own impact it fails, named

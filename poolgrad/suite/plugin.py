@@ -3,12 +3,15 @@ summary are written at the end. Registered by poolgrad/plugin.py as an object ho
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 from pathlib import PurePosixPath
 
 import pytest
 from _pytest.junitxml import xml_key
+
+from poolgrad.cases.findings import IMPACTS
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
@@ -103,23 +106,61 @@ class ConformancePlugin:
         if self.results:
             self.summary_lines = self.results.finish()
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter, config):
         state = self.results
         if not state or not state.counts:
             return
         tr = terminalreporter
         tr.section("poolgrad conformance")
-        for (outcome, verdict), n in sorted(state.counts.items()):
-            tr.write_line(f"{n:7d}  {outcome:18s} {verdict}")
-        stale = state.stale_findings()
-        if stale:
-            tr.write_line(f"stale findings (in this run's targets, releases and machine, explained nothing): "
-                          f"{', '.join(stale)}")
-        if state.contradicted:
-            tr.write_line("findings that did not hold where their scope says they apply (results in scope "
-                          "that they do not explain): " + ", ".join(f"{k} ({n})" for k, n in sorted(state.contradicted.items())))
+        for line in summary(state.counts, state.explaining, self.run.knowledge, self.run.targets,
+                            all_findings=config.option.verbose > 0):
+            tr.write_line(line)
+        if config.getoption("audit_findings"):
+            tr.write_line("knowledge-base audit:")
+            stale = state.stale_findings()
+            tr.write_line("  stale (in this run's targets, releases and machine, explained nothing): "
+                          + (", ".join(stale) or "none"))
+            tr.write_line("  did not hold where their scope says they apply (results in scope that they do not "
+                          "explain): " + (", ".join(f"{k} ({n})" for k, n in sorted(state.contradicted.items())) or "none"))
         for line in self.summary_lines:
             tr.write_line(line)
+
+
+# Findings the summary names by default; -v names every one.
+SUMMARY_FINDINGS = 15
+
+
+def summary(counts: dict, explaining: dict, knowledge, targets, all_findings: bool = False) -> list[str]:
+    """What a run found, for the person who ran it: its results (conforming, known behaviours,
+    unexplained), what was skipped and why, then the findings its results hit, worst impact
+    first, each with its result count. ``counts``: (outcome, verdict) -> results;
+    ``explaining``: finding id -> results it explained."""
+    by_outcome = collections.Counter()
+    for (outcome, _), n in counts.items():
+        by_outcome[outcome] += n
+    frameworks = ", ".join(dict.fromkeys(t.framework for t in targets)) or "no framework"
+    ran = sum(n for outcome, n in by_outcome.items() if outcome != "skipped")
+    unexplained = by_outcome["fail"] + by_outcome["behaviour_changed"]
+    lines = [f"results on {frameworks}: {ran} (conform to the spec: {by_outcome['pass']}, known behaviours, "
+             f"explained by findings: {by_outcome['expected']}, unexplained: {unexplained})"]
+    if unexplained:
+        lines.append(f"  unexplained: {by_outcome['fail']} differ from the spec with no finding to explain them, "
+                     f"{by_outcome['behaviour_changed']} differ from what their finding says; each failed test "
+                     f"above names its case and the command that reruns it")
+    skipped = sorted(((n, verdict) for (outcome, verdict), n in counts.items() if outcome == "skipped"), reverse=True)
+    if skipped:
+        lines.append(f"skipped: {sum(n for n, _ in skipped)} (" + ", ".join(f"{verdict}: {n}" for n, verdict in skipped) + ")")
+    by_id = {f.id: f for f in knowledge}
+    severity = {impact: i for i, impact in enumerate(IMPACTS)}
+    hit = sorted(explaining.items(), key=lambda kv: (-severity.get(by_id[kv[0]].impact, -1), -kv[1], kv[0]))
+    if hit:
+        lines.append(f"findings hit: {len(hit)}, worst impact first (results, impact, finding: title):")
+        shown = hit if all_findings else hit[:SUMMARY_FINDINGS]
+        for fid, n in shown:
+            lines.append(f"  {n:6d}  {by_id[fid].impact or '-':18s} {fid}: {by_id[fid].title}")
+        if len(shown) < len(hit):
+            lines.append(f"  and {len(hit) - len(shown)} more (-v lists every one)")
+    return lines
 
 
 JUNIT_CLASSNAME = "poolgrad"

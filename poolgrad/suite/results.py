@@ -4,6 +4,7 @@ environment record, the counts and findings for the terminal summary, and the re
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import os
@@ -31,7 +32,7 @@ class Results:
         self.run = run
         self.frameworks_seen: dict[str, dict] = {}
         self.counts: dict[tuple[str, str], int] = {}
-        self.explaining: set[str] = set()         # findings that explained a result
+        self.explaining = collections.Counter()   # finding -> results it explained
         self.contradicted: dict[str, int] = {}    # finding -> results in scope it did not explain
         self._case_fields: dict[str, dict] = {}   # the cases met, without their ids
         self._results_fh = None

@@ -192,16 +192,19 @@ def test_gpu_target_without_a_gpu_is_no_device(pool):
     assert (outcome.status, outcome.message) == (NO_DEVICE, "no GPU present for fake")
 
 
-def test_a_crash_message_keeps_what_killed_the_process_however_deep_its_python_stack(tmp_path):
+def test_a_crash_message_keeps_what_killed_the_process_however_deep_its_python_stack():
     """faulthandler's stacks are cut to their innermost frames, so a long checkout path
     does not push the allocator's message (which findings match) out of the stderr tail."""
-    from poolgrad.adapters.worker import _died
+    from poolgrad.adapters.worker import _died, _Log
     frames = [f'  File "/{"very/long/checkout/path/" * 6}module{i}.py", line {i} in f{i}' for i in range(40)]
-    log = tmp_path / "worker.log"
-    log.write_text("\n".join(["free(): invalid pointer", "Fatal Python error: Aborted", "",
-                              "Current thread 0x00007f (most recent call first):", *frames, "",
-                              "Extension modules: numpy._core._multiarray_umath, torch._C"]) + "\n")
-    message = _died("torch", -6, "running eager/cpu", str(log))
+    log = _Log("torch")
+    with open(log.path, "w") as child:
+        child.write("\n".join(["free(): invalid pointer", "Fatal Python error: Aborted", "",
+                                "Current thread 0x00007f (most recent call first):", *frames, "",
+                                "Extension modules: numpy._core._multiarray_umath, torch._C"]) + "\n")
+    log.opened()
+    message = _died("torch", -6, "running eager/cpu", log)
+    log.close()
     assert message.startswith("the torch worker died (killed by SIGABRT) running eager/cpu")
     assert "free(): invalid pointer" in message and "Fatal Python error: Aborted" in message
     assert all(f in message for f in frames[:5]) and frames[5] not in message and "Extension modules" not in message

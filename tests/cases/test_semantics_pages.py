@@ -49,7 +49,7 @@ def test_every_finding_has_an_anchor_on_its_page_and_a_row_in_one_section():
         # An unreported finding offers the draft of a report; a reported one does not.
         assert (f"python -m poolgrad.upstream {f.id}`" in page) != semantics.reported(f)
         if f.example is not None:
-            assert f"--case-file {semantics.example_path(f)} --frameworks {f.framework}" in page
+            assert f"`poolgrad --example {f.id} --frameworks {f.framework} " in page
 
 
 def test_links_between_the_pages_resolve():

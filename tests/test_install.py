@@ -1,0 +1,172 @@
+"""A first install works as written: every module the packages import is declared by their
+distribution, the release lanes list with nox alone, naming a framework that is not installed is
+a usage error, --help names what is installed, and a worker leaves no file behind."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from poolgrad.adapters import registry
+from poolgrad.adapters.fake_adapter import ABORT
+from poolgrad.adapters.worker import Lost, Worker
+from poolgrad.reference import PoolSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+DISTRIBUTIONS = [ROOT, *PLUGINS]
+# Maintainers' tools inside the package, and the extra that declares what they import.
+TOOLS = {"poolgrad/cases/coverage.py": "dev"}
+
+
+def _project(root: Path) -> dict:
+    return tomllib.loads((root / "pyproject.toml").read_text())["project"]
+
+
+def _packages(root: Path) -> list[Path]:
+    return [p.parent for p in root.glob("*/__init__.py") if p.parent.name.startswith("poolgrad")]
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of the absolute imports of a module, at any depth (lazy imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _worker_modules() -> set[str]:
+    """The adapter modules: imported only in a framework's worker, where its framework is."""
+    return {w.module for f in registry.FRAMEWORKS.values() for w in [f.worker(), *f.workers.values()]}
+
+
+def _frameworks() -> set[str]:
+    """What a framework's worker needs importable: optional by design (extras, or nothing)."""
+    return {m for f in registry.FRAMEWORKS.values() for w in [f.worker(), *f.workers.values()]
+            for m in (f.import_name, w.requires)}
+
+
+def _declared(requirements) -> set[str]:
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+@pytest.mark.parametrize("root", DISTRIBUTIONS, ids=lambda p: p.name)
+def test_every_imported_module_is_declared(root):
+    """A module imported outside the adapter modules (where the framework is) comes from a
+    required distribution; a maintainers' tool's from its extra; an adapter module's framework
+    from any extra or from nothing (frameworks are optional by design)."""
+    project = _project(root)
+    required = _declared(project.get("dependencies", ()))
+    extras = {k: _declared(v) for k, v in project.get("optional-dependencies", {}).items()}
+    providers = importlib.metadata.packages_distributions()
+    own = {p.name for p in _packages(root)} | set(sys.stdlib_module_names)
+    workers, frameworks = _worker_modules(), _frameworks()
+    undeclared = []
+    for package in _packages(root):
+        for path in package.rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            module = rel.removesuffix(".py").replace("/", ".")
+            for name in sorted(_imports(path) - own):
+                if module in workers and name in frameworks:
+                    continue  # the framework itself: optional by design
+                dists = {canonicalize_name(d) for d in providers.get(name, ())}
+                assert dists, f"{rel}: imports {name}, which no installed distribution provides"
+                # an adapter module: what it needs beside its framework comes with the framework's extra
+                allowed = (required.union(*extras.values()) if module in workers
+                           else required | extras[TOOLS[rel]] if rel in TOOLS else required)
+                if not dists & allowed:
+                    undeclared.append(f"{rel}: {name} ({', '.join(sorted(dists))})")
+    assert not undeclared, f"{root.name}/pyproject.toml does not declare: {undeclared}"
+
+
+def test_the_known_plugins_are_the_repositorys_plugins():
+    """registry.PLUGINS (what `--frameworks paddle` says to install where its plugin is not)
+    names each plugin distribution of plugins/ and the framework its entry point registers."""
+    found = {name: _project(p)["name"] for p in PLUGINS
+             for name in tomllib.loads((p / "pyproject.toml").read_text())["project"]["entry-points"]["poolgrad.adapters"]}
+    assert registry.PLUGINS == found
+
+
+@pytest.mark.parametrize("noxfile", [ROOT / "noxfile.py", *(p / "noxfile.py" for p in PLUGINS)],
+                         ids=lambda p: p.parent.name)
+def test_nox_lists_the_lanes_without_poolgrad_installed(noxfile, tmp_path):
+    """nox installed alone (its site-packages without this environment's .pth files, so no
+    editable poolgrad) lists each noxfile's lanes, from any directory."""
+    nox = pytest.importorskip("nox", reason="needs nox (the dev extra)")
+    env = {"PYTHONPATH": str(Path(nox.__file__).parents[1]), "PATH": "/usr/bin:/bin"}
+    probe = subprocess.run([sys.executable, "-S", "-c", "import importlib.util as u; print(u.find_spec('poolgrad'))"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert probe.stdout.strip() == "None", probe.stdout + probe.stderr  # poolgrad really is absent
+    run = subprocess.run([sys.executable, "-S", "-m", "nox", "-f", str(noxfile), "-l"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^\* lane\(", run.stdout, re.M), run.stdout
+
+
+# A registered framework that is not installed, for the runs below (every real one is installed
+# in this project's environment).
+ABSENT = """from poolgrad.adapters import registry
+registry.FRAMEWORKS["absent"] = registry.Framework(
+    "absent", "poolgrad.adapters.fake_adapter", "poolgrad_no_such_module", ("poolgrad-no-such-dist",), ("eager",))
+"""
+
+
+def _poolgrad(tmp_path, *args):
+    (tmp_path / "absent_framework.py").write_text(ABSENT)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "absent_framework", "--pyargs", "poolgrad.conformance",
+                           "-p", "no:xdist", "-p", "no:cacheprovider", *args], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_naming_a_framework_that_is_not_installed_is_a_one_line_usage_error(tmp_path):
+    run = _poolgrad(tmp_path, "--frameworks", "absent")
+    installed = ", ".join(f for f in registry.FRAMEWORKS if registry.installed(f))
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert not run.stdout and run.stderr.strip().splitlines() == [
+        f"ERROR: --frameworks: absent is not installed here (install poolgrad-no-such-dist); installed: {installed}. "
+        "--allow-missing-frameworks skips their targets instead"]
+
+
+def test_allow_missing_frameworks_skips_their_targets(tmp_path):
+    run = _poolgrad(tmp_path, "--frameworks", "absent", "--allow-missing-frameworks", "-k", "max_pool1d and ties_window")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+    assert re.search(r"skipped: (\d+) \(not_installed: \1\)", run.stdout), run.stdout[-2000:]
+
+
+def test_help_names_the_installed_frameworks_and_the_known_ones_that_are_not(tmp_path):
+    text = " ".join(_poolgrad(tmp_path, "--help").stdout.split())
+    installed = ", ".join(f for f in registry.FRAMEWORKS if registry.installed(f))
+    assert f"Installed here: {installed}; not installed: absent" in text
+
+
+def test_a_worker_leaves_no_file_behind_and_its_crash_message_quotes_its_log(monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spec = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 2})
+    x = np.full((1, 1, 4, 4), ABORT, np.float32)
+    worker = Worker("fake", "poolgrad.adapters.fake_adapter")
+    try:
+        worker.start(60)
+        assert list(tmp_path.iterdir()) == []  # running, its log has no name left
+        with pytest.raises(Lost) as lost:
+            worker.run(spec, "eager", "cpu", x, np.ones((1, 1, 2, 2), np.float32), 30)
+        assert "killed by SIGABRT" in lost.value.message and "Fatal Python error: Aborted" in lost.value.message
+        worker.start(60)
+    finally:
+        worker.close()
+    assert list(tmp_path.iterdir()) == []
