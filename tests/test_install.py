@@ -20,9 +20,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from poolgrad.adapters import registry
+from poolgrad.adapters.base import Target
 from poolgrad.adapters.fake_adapter import ABORT
 from poolgrad.adapters.worker import Lost, Worker
+from poolgrad.cases import findings
 from poolgrad.reference import PoolSpec
+from poolgrad.suite.plugin import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
@@ -121,16 +124,17 @@ def test_nox_lists_the_lanes_without_poolgrad_installed(noxfile, tmp_path):
 # A registered framework that is not installed, for the runs below (every real one is installed
 # in this project's environment).
 ABSENT = """from poolgrad.adapters import registry
+from poolgrad.adapters.base import Target
 registry.FRAMEWORKS["absent"] = registry.Framework(
     "absent", "poolgrad.adapters.fake_adapter", "poolgrad_no_such_module", ("poolgrad-no-such-dist",), ("eager",))
 """
 
 
 def _poolgrad(tmp_path, *args):
+    """The poolgrad command (which imports poolgrad before pytest starts), knowing ABSENT."""
     (tmp_path / "absent_framework.py").write_text(ABSENT)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "absent_framework", "--pyargs", "poolgrad.conformance",
-                           "-p", "no:xdist", "-p", "no:cacheprovider", *args], cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    return subprocess.run([sys.executable, "-m", "poolgrad.cli", "-p", "absent_framework", "-p", "no:xdist", *args],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)},
                           capture_output=True, text=True, timeout=120)
 
 
@@ -143,10 +147,44 @@ def test_naming_a_framework_that_is_not_installed_is_a_one_line_usage_error(tmp_
         "--allow-missing-frameworks skips their targets instead"]
 
 
-def test_allow_missing_frameworks_skips_their_targets(tmp_path):
+def test_a_plain_run_prints_no_warning_and_a_summary_for_its_user(tmp_path):
+    """The catalogue is built (reference sums that overflow to inf included), the targets of a
+    framework allowed to be missing are skipped, nothing warns, and the knowledge-base audit
+    waits for --audit-findings."""
     run = _poolgrad(tmp_path, "--frameworks", "absent", "--allow-missing-frameworks", "-k", "max_pool1d and ties_window")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr
-    assert re.search(r"skipped: (\d+) \(not_installed: \1\)", run.stdout), run.stdout[-2000:]
+    assert "warning" not in (run.stdout + run.stderr).lower(), run.stdout[-3000:] + run.stderr
+    assert re.search(r"^results on absent: 0 .*^skipped: (\d+) \(not_installed: \1\)$", run.stdout, re.M | re.S), run.stdout[-2000:]
+    assert "audit" not in run.stdout
+    audited = _poolgrad(tmp_path, "--example", "mlx-max-grad-split", "--frameworks", "absent",
+                        "--allow-missing-frameworks", "--audit-findings")
+    assert re.search(r"^knowledge-base audit:\n  stale .*\n  did not hold .*", audited.stdout, re.M), audited.stdout[-2000:]
+
+
+def test_pytest_marks_the_imported_package_for_rewriting_without_a_warning(pytestconfig, monkeypatch):
+    """What pytest does to an installed (not editable) plugin's package: the poolgrad command
+    imported it before, which warns unless the package module opts out (PYTEST_DONT_REWRITE)."""
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+    warned = []
+    monkeypatch.setattr(pytestconfig, "issue_config_time_warning", lambda w, stacklevel: warned.append(str(w)))
+    assert "poolgrad" in sys.modules
+    AssertionRewritingHook(pytestconfig).mark_rewrite("poolgrad")
+    assert warned == []
+
+
+def test_the_summary_names_the_findings_hit_worst_impact_first():
+    kb = findings.load()
+    crash = next(f for f in kb if f.impact == "crash")
+    tie = next(f for f in kb if f.impact == "valid_subgradient")
+    counts = {("pass", "conforms"): 5, ("expected", "policy"): 7, ("fail", "wrong"): 2, ("skipped", "unsupported"): 3}
+    lines = summary(counts, {tie.id: 6, crash.id: 1}, kb, [Target("torch", "eager", "cpu")])
+    assert lines[:3] == [
+        "results on torch: 14 (conform to the spec: 5, known behaviours, explained by findings: 7, unexplained: 2)",
+        "  unexplained: 2 differ from the spec with no finding to explain them, 0 differ from what their finding "
+        "says; each failed test above names its case and the command that reruns it",
+        "skipped: 3 (unsupported: 3)"]
+    assert lines[4:] == [f"       1  crash              {crash.id}: {crash.title}",
+                         f"       6  valid_subgradient  {tie.id}: {tie.title}"]
 
 
 def test_help_names_the_installed_frameworks_and_the_known_ones_that_are_not(tmp_path):
