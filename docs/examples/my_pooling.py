@@ -1,6 +1,6 @@
 """Two max pooling gradients as people write them by hand, as poolgrad targets:
 
-    pytest poolgrad/conformance --target my_pooling:argmax_first --target my_pooling:all_maxima \
+    poolgrad --target my_pooling:argmax_first --target my_pooling:all_maxima \
         -k "max_pool1d and ties"          # with this directory on PYTHONPATH
 
 Both loop over the windows and send each window's upstream gradient to its maximum; they differ
