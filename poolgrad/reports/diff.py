@@ -106,7 +106,7 @@ class Group:
         return sorted({c.target for c in self.changes})
 
     def to_dict(self) -> dict:
-        return {"before": dataclasses.asdict(self.was), "after": dataclasses.asdict(self.now),
+        return {"was": dataclasses.asdict(self.was), "now": dataclasses.asdict(self.now),
                 "results": len(self.changes), "targets": self.targets}
 
 
@@ -271,13 +271,15 @@ def _classify(a: dict, b: dict, in_play) -> tuple[str, str, str] | None:
     return None
 
 
-def _framework_versions(envs: list[dict], results: list[dict]) -> dict[str, set]:
+def _framework_versions(envs: list[dict], results: list[dict], tested: set[str]) -> dict[str, set]:
+    """The versions of the frameworks ``tested`` (with results in either run): one merely
+    installed beside them is not what the runs audit."""
     versions = defaultdict(set)
     for r in results:
         versions[r["framework"]].add(r["framework_version"])
     for e in envs:
         for name, fw in e["frameworks"].items():
-            if fw.get("version"):
+            if fw.get("version") and name in tested:
                 versions[name].add(fw["version"])
     return versions
 
@@ -382,8 +384,9 @@ def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]
     common = targets_a & targets_b
     d.cases_added = sum(1 for k in set(b) - set(a) if k[1:] in common)
     d.cases_gone = sum(1 for k in set(a) - set(b) if k[1:] in common)
-    d.version_changes = _set_changes("", _framework_versions(base_envs, base_results),
-                                     _framework_versions(new_envs, new_results))
+    tested = {r["framework"] for r in (*base_results, *new_results)}
+    d.version_changes = _set_changes("", _framework_versions(base_envs, base_results, tested),
+                                     _framework_versions(new_envs, new_results, tested))
     d.environment_changes = _set_changes("switch ", _switches(base_envs), _switches(new_envs))
     return d
 
@@ -450,6 +453,17 @@ def _context(d: Diff) -> list[tuple[str, list[str]]]:
          if d.cases_added or d.cases_gone else [])) if items]
 
 
+def _summary(d: Diff, style: Style) -> str:
+    """The counts an auditor reads first: the changes, how many now fail, the worst impact now."""
+    changes = [c for name in BEHAVIOUR for c in getattr(d, name)]
+    failing = sum(c.now.outcome in ("fail", "behaviour_changed") for c in changes)
+    now = {fid for c in changes for fid in c.now.findings if d.findings[fid]["impact"]}
+    worst = max(now, key=lambda fid: (list(kb.IMPACTS).index(d.findings[fid]["impact"]), fid), default=None)
+    return (f"{_count(len(d.new_divergences), 'new divergence')}, {len(d.fixed)} fixed, "
+            f"{_count(len(d.behaviour_changes), 'behaviour change')}; {failing} of them failing now"
+            + (f"; worst impact now: {d.findings[worst]['impact']} ({style.code(worst)})" if worst else ""))
+
+
 def _verdict(d: Diff) -> str:
     if d.behaviour_changed:
         return f"yes (exit {d.exit_status})"
@@ -459,7 +473,7 @@ def _verdict(d: Diff) -> str:
 
 
 def format_text(d: Diff, base_name: str, new_name: str) -> str:
-    lines = [f"poolgrad diff: {base_name} -> {new_name}"]
+    lines = [f"poolgrad diff: {base_name} -> {new_name}", _summary(d, TEXT)]
     for title, items in _context(d):
         lines.append(f"{title} ({len(items)}):")
         lines.extend(f"  {item}" for item in items)
@@ -476,7 +490,7 @@ def format_text(d: Diff, base_name: str, new_name: str) -> str:
 def format_markdown(d: Diff, base_name: str, new_name: str) -> str:
     """The diff as a release note's section (CommonMark)."""
     lines = [f"## poolgrad release diff: `{base_name}` → `{new_name}`", "",
-             f"**Behaviour changed: {_verdict(d)}**", ""]
+             f"**Behaviour changed: {_verdict(d)}**: {_summary(d, MARKDOWN)}", ""]
     for title, items in _context(d):
         lines.append(f"- {title[0].upper()}{title[1:]}: " + "; ".join(items))
     for title, name in SECTIONS:

@@ -174,6 +174,8 @@ def test_a_moved_explanation_is_one_group_naming_both_findings_with_titles_and_i
     _, old, new = _releases(tmp_path, {("cpu", "nans"): {"nan": "ignore"}}, variants=("eager", "jit"))
     code, out = _diff(tmp_path, old, new, capsys)
     assert code == 1
+    assert out.splitlines()[1] == ("0 new divergences, 0 fixed, 2 behaviour changes; 0 of them failing now; "
+                                   "worst impact now: wrong_forward (otherfw-cpu-nan-dropped)")
     assert ("\nbehaviour changes: 2 results in 1 group\n"
             "  2 results on otherfw-eager-cpu, otherfw-jit-cpu: otherfw-cpu-last-nan, pass (known) -> "
             "otherfw-cpu-last-nan + otherfw-cpu-nan-dropped, pass (known)\n"
@@ -195,7 +197,8 @@ def test_the_markdown_form_prints_every_section_and_the_command_exits_as_its_hel
                                "--findings", str(_findings(tmp_path))], capture_output=True, text=True)
     r = run(old, new, "--format", "markdown")  # the one subprocess: the status the shell sees
     assert r.returncode == 1, r.stderr
-    assert r.stdout.startswith(f"## poolgrad release diff: `{old}` → `{new}`\n\n**Behaviour changed: yes (exit 1)**\n")
+    assert r.stdout.startswith(f"## poolgrad release diff: `{old}` → `{new}`\n\n**Behaviour changed: yes (exit 1)**: "
+                               "2 new divergences, 0 fixed, 0 behaviour changes; 2 of them failing now\n")
     assert ("\n### New divergences: 2 results in 1 group\n\n"
             "- 2 results on `otherfw-eager-cpu`, `otherfw-jit-cpu`: conforms, pass → unexplained, FAIL\n"
             "  - e.g. `ties` on `otherfw-eager-cpu`: conforms (nan=propagate, tie=first) → policy (") in r.stdout

@@ -83,7 +83,7 @@ def test_diff_of_labels_alone_lists_them_and_exits_0(tmp_path, capsys):
     tf = next(c for c in d["label_changes"] if c["target"] == "tensorflow-eager-cpu")
     assert tf["before"].endswith("expected (tf-tie-last)") and tf["after"].endswith("fail")
     # grouped by what explained them on each side: the finding the other knowledge base lacks, the relabelled policy
-    groups = {(*g["before"]["findings"], g["before"]["outcome"], "->", *g["after"]["findings"], g["after"]["outcome"]):
+    groups = {(*g["was"]["findings"], g["was"]["outcome"], "->", *g["now"]["findings"], g["now"]["outcome"]):
               (g["results"], g["targets"]) for g in d["groups"]["label_changes"]}
     assert groups == {("tf-tie-last", "expected", "->", "fail"): (2, ["tensorflow-eager-cpu", "tensorflow-xla-cpu"]),
                       ("fail", "->", "fail"): (2, ["jax-eager-cpu", "jax-jit-cpu"])}
@@ -119,9 +119,12 @@ def test_diff_names_a_version_change_and_a_policy_change(tmp_path, capsys):
 
 def test_diff_with_only_a_version_change_exits_0(tmp_path, capsys):
     base = write(tmp_path / "a.jsonl", run_records())
-    new = write(tmp_path / "b.jsonl", run_records(versions={**VERSIONS, "torch": "2.14.0"}))
-    assert main(["diff", str(base), str(new)]) == 0
-    assert "torch: 2.13.0+cpu -> 2.14.0" in capsys.readouterr().out
+    new = run_records(versions={**VERSIONS, "torch": "2.14.0"})
+    # a framework installed beside them, with no results in either run, is no version change
+    new[0]["frameworks"]["mlx"] = {"version": "0.32.4", "devices": ["cpu"], "environment": {}}
+    assert main(["diff", str(base), str(write(tmp_path / "b.jsonl", new))]) == 0
+    out = capsys.readouterr().out
+    assert "framework versions changed (1):\n  torch: 2.13.0+cpu -> 2.14.0\n" in out and "mlx" not in out
 
 
 def test_diff_reports_targets_gone(tmp_path, capsys):
