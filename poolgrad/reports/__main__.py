@@ -59,7 +59,9 @@ poolgrad/reports/FORMAT.md.
 
 def _build(args) -> int:
     report = html.write_html(args.results, args.output, baseline=args.baseline)
-    print(f"{args.output}: {report.total} results, {len(report.divergences)} divergences")
+    h = report.headline
+    print(f"{args.output}: {h['unexplained']} unexplained failures in {h['total']} results; "
+          f"{h['findings']} known behaviours hit")
     if args.markdown:
         Path(args.markdown).write_text(markdown.render(report), encoding="utf-8")
         print(f"{args.markdown}: Markdown summary")

@@ -1,5 +1,5 @@
 """Encoded arrays as small tables for the report: 2-D slices of (N, C, *spatial), capped, with
-marked cells. Values are shown short, with the exact value kept for a tooltip."""
+marked cells. Values are shown short, a marked cell's exact value kept for a tooltip."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from poolgrad.json_values import shape_of
 
-MAX_SLICES = 6      # (n, c[, depth]) slices shown per array
+MAX_SLICES = 2      # (n, c[, depth]) slices shown per array: those with marked cells first
 MAX_SIDE = 24       # rows and columns shown per slice
 
 
@@ -44,11 +44,11 @@ def tables(nested, marks=frozenset()) -> dict:
         return {"shape": shape, "slices": [], "truncated": False}
     lead = shape[:-2] if len(shape) > 3 else shape[:-1]
     rows_n, cols_n = (shape[-2], shape[-1]) if len(shape) > 3 else (1, shape[-1])
-    slices, truncated = [], rows_n > MAX_SIDE or cols_n > MAX_SIDE
-    for count, head in enumerate(itertools.product(*map(range, lead))):
-        if count == MAX_SLICES:
-            truncated = True
-            break
+    heads = list(itertools.product(*map(range, lead)))
+    marked = {tuple(m[:len(lead)]) for m in marks}
+    heads.sort(key=lambda head: head not in marked)   # stable: in order within each group
+    slices, truncated = [], rows_n > MAX_SIDE or cols_n > MAX_SIDE or len(heads) > MAX_SLICES
+    for head in heads[:MAX_SLICES]:
         label = ", ".join(f"{name}={i}" for name, i in zip(("n", "c", "d"), head))
         rows = []
         for r in range(min(rows_n, MAX_SIDE)):

@@ -1,4 +1,5 @@
-"""The Markdown summary for CI pages and pull requests: totals, matrix, divergence list.
+"""The Markdown summary for CI pages and pull requests: the unexplained count first, the known
+behaviours hit by impact, each unexplained failure with its rerun line, then the matrix.
 
 Every interpolated value is escaped for Markdown and inline HTML (``finalize``), so a case id
 cannot break a table or inject markup into a rendered page.
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import jinja2
 
+from poolgrad.cases.findings import IMPACTS
+
 from . import model
 
-MAX_LISTED = 200   # divergences listed; the HTML report has them all
+MAX_LISTED = 50   # unexplained failures listed: a pull request comment holds 65,536 characters
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
@@ -25,6 +28,7 @@ def escape(value) -> str:
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=False, finalize=escape, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV.globals["impacts"] = IMPACTS
 _ENV.filters["percent"] = lambda share: "n/a" if share is None else f"{100 * share:.1f}%"
 
 

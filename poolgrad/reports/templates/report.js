@@ -14,16 +14,24 @@
       el.hidden = !ok;
       if (ok && el.classList.contains('div')) count++;
     });
+    // A matrix cell shows or hides with its column's header (cells carry no data of their own).
+    document.querySelectorAll('table.matrix th.col').forEach(function (th) {
+      th.closest('table').querySelectorAll('tr').forEach(function (tr) {
+        if (tr.cells[th.cellIndex] && tr.cells[th.cellIndex] !== th) { tr.cells[th.cellIndex].hidden = th.hidden; }
+      });
+    });
     shown.textContent = count;
   }
   selects.forEach(function (s) { s.addEventListener('change', apply); });
   search.addEventListener('input', apply);
-  // A matrix cell with divergences filters the list down to its target and op.
+  // A matrix cell with divergences filters the detailed results down to its target and row.
   document.querySelectorAll('td.go').forEach(function (td) {
     td.addEventListener('click', function () {
-      selects.forEach(function (s) { s.value = td.dataset['go' + s.dataset.filter] || ''; });
+      var head = td.closest('table').rows[0].cells[td.cellIndex].dataset, row = td.parentElement.dataset;
+      selects.forEach(function (s) { s.value = head[s.dataset.filter] || row[s.dataset.filter] || ''; });
       apply();
-      document.getElementById('divergences').scrollIntoView();
+      var first = document.querySelector('details.div:not([hidden])');
+      if (first) { first.scrollIntoView(); }
     });
   });
   document.querySelectorAll('button.copy').forEach(function (b) {
