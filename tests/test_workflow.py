@@ -2,6 +2,7 @@
 pinned to a full commit SHA with its version beside it, no checkout that leaves the token in the
 working tree, nothing granted by default, and one job per release lane of the noxfile."""
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -9,9 +10,14 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="needs PyYAML (the dev extra)")
 pytest.importorskip("nox", reason="needs nox (the dev extra) to import noxfile.py")
-import noxfile  # noqa: E402  (after the skips: it imports nox)
 
-WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "conformance.yml"
+ROOT = Path(__file__).resolve().parents[1]
+# by its path: the checkout's root is on sys.path only under `python -m pytest`
+_spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+noxfile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(noxfile)
+
+WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"
 # owner/repo[/path]@<commit> # v<version>: the comment says which release the SHA is
 PINNED_LINE = re.compile(r"uses:\s*[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s*v\d\S*\s*$")
 
