@@ -217,7 +217,8 @@ def drilldown(rec: dict, script: bool = True) -> dict:
 
 @dataclasses.dataclass
 class Report:
-    headline: dict   # total, unexplained, findings (distinct findings hit), worst_impact (or None)
+    headline: dict   # total, ran, unexplained, findings (distinct findings hit), explained, worst_impact
+                     # (or None), versions ("framework version" of the targets), date (the latest run's)
     findings: list[dict]   # findings_hit, each with "item": its first example's drill-down
     unexplained: list[dict]   # the unexplained failures listed (MAX_LISTED at most), with rerun lines
     environments: list[dict]
@@ -275,7 +276,9 @@ def build(source, baseline=None, *, details: bool = True) -> Report:
         filters["mode"] = modes
     headline = {"total": len(results), "unexplained": len(failed), "findings": len(hit), "explained": outcomes["expected"],
                 "worst_impact": hit[0]["impact"] if hit else None,
-                "ran": sum(n for v, n in verdicts.items() if v not in NOT_RUN)}
+                "ran": sum(n for v, n in verdicts.items() if v not in NOT_RUN),
+                "versions": list(dict.fromkeys(f"{c.framework} {c.version}" for c in columns)),
+                "date": max((e["date"][:10] for e in merged.environments), default="")}
     return Report(
         headline=headline, findings=hit, unexplained=unexplained,
         environments=merged.environments, columns=columns, matrix=_cells(results, rows, columns),
