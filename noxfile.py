@@ -87,6 +87,8 @@ def installed(session: nox.Session) -> None:
     os.makedirs(empty, exist_ok=True)
     session.chdir(empty)
     session.run("poolgrad", "--help", silent=True)
+    # a framework named but not installed: a usage error (exit 4), not a green run of skips
+    session.run("poolgrad", "--frameworks", "torch", success_codes=[4], silent=True)
     session.run("pytest", "--pyargs", "poolgrad", "-q", "-p", "no:cacheprovider", "--frameworks", "jax",
                 "--variants", "eager,jit", "-k", "max_pool1d and ties_window", "--results", "r.jsonl",
                 *session.posargs)
