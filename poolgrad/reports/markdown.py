@@ -33,7 +33,7 @@ _ENV.filters["percent"] = lambda share: "n/a" if share is None else f"{100 * sha
 
 
 def render(report: model.Report) -> str:
-    return _ENV.get_template("summary.md.j2").render(r=report, max_listed=MAX_LISTED)
+    return _ENV.get_template("summary.md.j2").render(r=report, max_listed=MAX_LISTED, by_op=model.by_op(report.matrix))
 
 
 def write_markdown(source, out_path, baseline=None) -> model.Report:

@@ -82,6 +82,18 @@ def _cells(results, rows, columns):
     return matrix
 
 
+def by_op(matrix) -> list[dict]:
+    """The matrix summed to op x framework (every family, mode and target of a framework in one
+    cell): what a pull request comment has room for. Ops in the matrix's order."""
+    sums: dict[str, dict[str, Counter]] = {}
+    for row in matrix:
+        for cell in row["cells"]:
+            sums.setdefault(row["op"], {}).setdefault(cell["col"].framework, Counter()).update(dict(cell["outcomes"]))
+    labels = list(dict.fromkeys(CELL_LABELS.values()))
+    return [{"op": op, "cells": {fw: [(label, c[label]) for label in labels if c[label]] for fw, c in cells.items()}}
+            for op, cells in sums.items()]
+
+
 def _row(rec: dict) -> tuple:
     """A matrix row: op, family and the derivative checked (the reverse mode first)."""
     return rec["op"], rec["family"], MODES.index(mode_of(rec))

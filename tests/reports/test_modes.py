@@ -62,7 +62,7 @@ def test_mode_results_get_rows_filters_and_fingerprints_of_their_own(tmp_path):
     text = (tmp_path / "r.html").read_text()
     assert "<th>mode</th>" in text and 'data-mode="jvp"' in text and "reference jvp" in text
     markdown.write_markdown(with_modes(), tmp_path / "s.md")
-    assert "| max\\_pool2d | ties\\_overlap | jvp |" in (tmp_path / "s.md").read_text()
+    assert "**inconsistent\\_modes** max\\_pool2d-k2s1-ties\\_overlap-float32 (jvp) on tensorflow-eager-cpu" in (tmp_path / "s.md").read_text()
 
 
 def test_merge_and_diff_keep_a_cases_modes_apart():
