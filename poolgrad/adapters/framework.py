@@ -5,8 +5,11 @@ package builds its record when it is imported, whatever was imported first."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections.abc import Callable
 from pathlib import Path
+
+from poolgrad.reference.properties import PROPERTIES
 
 
 class Dispatch:
@@ -64,6 +67,27 @@ class Upstream:
 
 
 @dataclasses.dataclass(frozen=True)
+class Unstacked:
+    """Cases a path runs in a call of their own, never stacked along N with other cases
+    (poolgrad/suite/call.py): where its kernel can write outside a case's own (n, c) planes,
+    as a window with no candidate whose index -1 sends its gradient to the element before its
+    plane, which in a stack is another case's. Declared by case property, as findings scope."""
+
+    variants: tuple[str, ...]    # variant globs
+    ops: tuple[str, ...]         # op globs with the rank ("max_pool*", "adaptive_max_pool2d")
+    properties: tuple[str, ...]  # a case with any one of these (reference/properties.py) runs alone
+
+    def __post_init__(self):
+        unknown = set(self.properties) - set(PROPERTIES)
+        if unknown:  # a misspelt property would stack the very cases it names
+            raise ValueError(f"Unstacked: unknown case properties {sorted(unknown)}")
+
+    def covers(self, variant: str, op: str) -> bool:
+        return (any(fnmatch.fnmatchcase(variant, v) for v in self.variants)
+                and any(fnmatch.fnmatchcase(op, o) for o in self.ops))
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """One worker process: the pool starts one per name."""
 
@@ -104,6 +128,12 @@ class Framework:
     worker_environment: WorkerEnvironment = WorkerEnvironment()
     # where its bugs are reported; None: nowhere poolgrad knows
     upstream: Upstream | None = None
+    # the cases each path keeps out of stacked calls (every other case stacks with its group's)
+    unstacked: tuple[Unstacked, ...] = ()
+
+    def isolating(self, variant: str, op: str) -> frozenset[str]:
+        """The case properties that keep a case of ``op`` out of ``variant``'s stacked calls."""
+        return frozenset(p for rule in self.unstacked if rule.covers(variant, op) for p in rule.properties)
 
     def dispatch_environment(self, switches: dict, reported: dict) -> dict:
         """The framework's environment as a run records it: what its adapter ``reported``, over

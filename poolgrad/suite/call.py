@@ -8,7 +8,10 @@ is derived once, by the object that owns it:
   fields as records write them (each array encoded once) and the reference's work
   (poolgrad/verdicts/case.py, on stacks of the group's cases, policies evaluated per value family);
 - a ``FrameworkCall`` is one target's call of a group's cases: which cases it held (what the
-  other cases of a call were matters to a kernel that writes across cases).
+  other cases of a call were matters to a kernel that writes across cases). A case stacked
+  is the case alone: where a path can write outside a case's planes, its framework record
+  keeps the cases that can (by their properties) out of the stack (``calls``), and one
+  sampled case of every stack is run alone and compared (``differs_alone``).
 
 A group keeps the reference's work and the encoded arrays while checks of its cases in one mode
 are pending and drops them after the last one (``done``): the reference's policy results are a
@@ -22,11 +25,16 @@ import collections
 import dataclasses
 import functools
 import math
+import zlib
 
-from poolgrad.adapters.base import Target
+import numpy as np
+
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import ARRAY_FIELDS, Outcome, Target
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.json_values import encode_array
 from poolgrad.verdicts.case import STACK_ELEMENTS, stacked
+from poolgrad.verdicts.compare import identical
 
 
 def op_name(case) -> str:
@@ -139,3 +147,38 @@ class FrameworkCall:
         """The properties some other case of the call has."""
         own = self.group.properties(case) if any(c is case for c in self.cases) else frozenset()
         return frozenset(p for p, n in self._counts.items() if n > (p in own))
+
+    def calls(self) -> list[FrameworkCall]:
+        """The calls the target makes of these cases: one of the cases its path stacks, and one
+        of its own for each case with a property its framework keeps out of stacks
+        (Framework.unstacked), in the order met."""
+        fw = registry.FRAMEWORKS.get(self.target.framework)
+        isolating = fw.isolating(self.target.variant, op_name(self.cases[0])) if fw and len(self.cases) > 1 else ()
+        alone = [c for c in self.cases if isolating and not isolating.isdisjoint(self.group.properties(c))]
+        if not alone:
+            return [self]
+        together = tuple(c for c in self.cases if not any(c is a for a in alone))
+        return ([dataclasses.replace(self, cases=together)] if together else []) + [
+            dataclasses.replace(self, cases=(c,)) for c in alone]
+
+    def sample(self):
+        """The case of a stack that is also run alone (``differs_alone``): the same in every
+        run, its position spread over the groups."""
+        return self.cases[zlib.crc32(repr(self.cases[0].group_key).encode()) % len(self.cases)]
+
+    def filled(self, case) -> tuple[np.ndarray, np.ndarray]:
+        """``case``'s input and grad_output, its planes repeated to this call's N: the case alone
+        in a call of the stack's shape, so a compiled path reuses the stack's compilation and
+        kernel choice, and no other case's values take part."""
+        planes = sum(len(c.input) for c in self.cases)
+        return tuple(np.resize(a, (planes, *a.shape[1:])) for a in (case.input, case.grad_output))
+
+
+def differs_alone(stacked: Outcome, alone: Outcome) -> str:
+    """How a case's outcome in a stack differs from its outcome alone (filled: its first
+    planes), or "" where they are the same: the status, then each array bit for bit (a NaN's
+    payload aside)."""
+    if stacked.status != alone.status:
+        return f"{stacked.status} stacked, {alone.status} alone ({alone.message})"
+    differ = [name for name in ARRAY_FIELDS if not identical(getattr(stacked, name), getattr(alone, name))]
+    return f"{', '.join(differ)} differ from the case alone" if differ else ""

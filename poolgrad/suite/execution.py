@@ -95,6 +95,13 @@ class Execution:
         checked = check.check(case, target, info.get("version") or "", outcomes, self.run.knowledge,
                               time.perf_counter() - start, self.machine(target.framework), mode, call)
         call.group.done(mode)
+        if stacked := outcomes[0].info.get("stacked"):
+            # The path wrote across the cases of a stack that its framework record lets stack
+            # (Framework.unstacked): the result is the case's alone, and the run's own error.
+            checked.outcome = checked.record["outcome"] = "fail"
+            checked.message = checked.record["message"] = (
+                f"{stacked}; {target.id} must keep such cases out of stacks (its framework record's unstacked); "
+                f"alone: {checked.message}")
         checked.record["run_id"] = self.run.run_id
         record = checked.record
         # Sent as the results file holds it, against its case (records.against_case), the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from poolgrad.adapters.base import Outcome, Target
 
-from .call import FrameworkCall, Groups
+from .call import FrameworkCall, Groups, differs_alone
 
 
 def case_and_target(item):
@@ -49,12 +49,32 @@ class GroupRunner:
             call = self._calls.pop((target, case.group_key), None)
             if call is None or not any(c is case for c in call.cases):
                 call = FrameworkCall.alone(target, case)
-            runs = [self._run(call) for _ in range(self.repeat)]
-            for i, member in enumerate(call.cases):
-                # A case rerun by itself (its call crashed) ran in a call of its own.
-                own = call if not runs[0][i].info.get("alone") else FrameworkCall(target, (member,), call.group)
-                self._done[(target, member.id)] = (own, [run[i] for run in runs])
+            for part in call.calls():
+                runs = [self._run(part) for _ in range(self.repeat)]
+                if len(part.cases) > 1 and self.mode == "backward":  # the AD modes' calls: a few families
+                    self._against_alone(part, runs[0])
+                for i, member in enumerate(part.cases):
+                    # A case rerun by itself (its call crashed) ran in a call of its own.
+                    own = part if not runs[0][i].info.get("alone") else FrameworkCall(target, (member,), part.group)
+                    self._done[(target, member.id)] = (own, [run[i] for run in runs])
         return self._done.pop(key)
+
+    def _against_alone(self, call: FrameworkCall, outcomes: list[Outcome]) -> None:
+        """The call's sampled case run alone (in the stack's shape); where its outcome differs
+        from the stacked one, the case's outcome is the alone one, saying so (``stacked``)."""
+        i = next(i for i, c in enumerate(call.cases) if c is call.sample())
+        case = call.cases[i]
+        if not len(case.input) or outcomes[i].info.get("alone"):
+            return
+        alone = self._run_filled(call, case)
+        if difference := differs_alone(outcomes[i], alone):
+            outcomes[i] = alone
+            alone.info.update(alone=True, stacked=f"stacked with {len(call.cases) - 1} other cases: {difference}")
+
+    def _run_filled(self, call: FrameworkCall, case) -> Outcome:
+        x, g = call.filled(case)
+        return self.pool.run_group(call.target, case.spec, [x], [g], self.timeout_s)[0].split(
+            [len(case.input), len(x) - len(case.input)])[0]
 
     def outcomes(self, case, target: Target) -> list[Outcome]:
         return self.run(case, target)[1]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from poolgrad.adapters.base import Unsupported
-from poolgrad.adapters.framework import Framework, Upstream
+from poolgrad.adapters.framework import Framework, Unstacked, Upstream
 from poolgrad.reference.geometry import resolve
 
 VARIANTS = ("eager", "channels_last", "return_mask", "to_static")
@@ -111,8 +111,16 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
+# The *_with_index kernels (return_mask, and adaptive max pooling whatever return_mask is) give a
+# window with no candidate (no number, or padding alone) mask -1, and their backward adds its
+# gradient to the element before its (n, c) plane: in a stack, another case's
+# (findings: paddle-cpu-with-index-no-candidate-writes-out-of-bounds). Such cases run alone.
+UNSTACKED = (Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*"), ("no_finite_window", "empty_window")),
+             Unstacked(("eager", "to_static"), ("adaptive_max_pool*",), ("no_finite_window",)))
+
+
 # The record the entry point names (poolgrad/adapters/framework.py).
 FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"), VARIANTS,
                       {"return_mask": "plane"}, planner=__name__, ad_modes=AD_MODES, costs=COSTS,
                       env_switches=ENV_SWITCHES,
-                      upstream=Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form"))
+                      upstream=Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form"), unstacked=UNSTACKED)
