@@ -67,6 +67,7 @@ IMPACTS = {
 # Upstream references by what they are: a report of this behaviour, a fix (with its state),
 # or related context (another bug in the same code, where the code came from).
 REFERENCE_TYPES = ("report", "fix", "related")
+IMPACT_RANK = {name: i for i, name in enumerate(IMPACTS)}  # harmless to worst
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +165,16 @@ class Finding:
     @property
     def claims_policy(self) -> bool:
         return self.verdict == "policy"
+
+    @property
+    def specificity(self) -> int:
+        """How many conditions its scope sets (the judge's credit: the most specific claim that
+        explains a result takes it): each case or call property, and each of ops, dtypes,
+        variants, devices, CPU or kernel features, machine facts and call size it restricts."""
+        restricted = (self.ops, self.dtypes, self.variants, self.devices)
+        return (len(self.when) + len(self.when_call) + sum("*" not in r for r in restricted)
+                + len(self.cpu_features) + len(self.kernel_features) + len(self.machine_facts)
+                + bool(self.min_call_elements))
 
     def in_mode(self, mode: str) -> "Finding | None":
         """The finding as a claim on a record of ``mode`` (None: it claims nothing there), with
@@ -532,29 +543,39 @@ class Knowledge(list):
         if verdict == "reordered":
             # Sums in another order than the spec's: the findings that claim that order, bit for
             # bit (verdicts/sums.py), explain it; otherwise it passes as the spec's routing.
-            for subset in _subsets([f for f in scope if f.claims_policy and "accumulate" in f.gradient]):
-                if _claim_holds(subset, verdict, message, holds):
-                    return Judgement("expected", subset, scope, [])
+            explained = _credited([f for f in scope if f.claims_policy and "accumulate" in f.gradient],
+                                  verdict, message, holds)
+            if explained:
+                return Judgement("expected", explained, scope, [])
         if verdict in ("conforms", "reordered"):
             # Canonical behaviour never fails, nor canonical routing whose sums another order
             # rounded; a finding that predicted otherwise is reported.
             return Judgement("pass", [], scope, [f for f in scope if not _claim_holds([f], verdict, message, holds)])
-        for subset in _subsets([f for f in scope if f.claims_policy]):
-            if _claim_holds(subset, verdict, message, holds):
-                return Judgement("expected", subset, scope, [])
-        failure = next((f for f in scope if not f.claims_policy and f.matches_failure(verdict, message)), None)
-        if failure is not None:
-            return Judgement("expected", [failure], scope, [])
+        explained = (_credited([f for f in scope if f.claims_policy], verdict, message, holds)
+                     or _credited([f for f in scope if not f.claims_policy], verdict, message, holds, compose=False))
+        if explained:
+            return Judgement("expected", explained, scope, [])
         if verdict in SKIPPED_VERDICTS:
             return Judgement("skipped", [], scope, [])
         return Judgement("behaviour_changed" if scope else "fail", [], scope, scope)
 
 
-def _subsets(findings: list[Finding]):
-    """Non-empty subsets, largest first, in file order: all findings in scope compose first;
-    a smaller set explains a result where a wider finding's trigger did not change anything."""
-    for r in range(len(findings), 0, -1):
-        yield from (list(c) for c in itertools.combinations(findings, r))
+def _credited(findings: list[Finding], verdict: str, message: str, holds, compose: bool = True) -> list[Finding]:
+    """The claims that take the credit for a result ([] where none explains it). Policy claims
+    compose: the largest set whose claims hold together explains it (a smaller set where a wider
+    finding's trigger changed nothing); a failure claim stands alone. Among the sets of that size
+    that hold, the most specific wins, then the worst impact; never the order of the files."""
+    for r in range(len(findings), 0, -1) if compose else (1,):
+        holding = [list(c) for c in itertools.combinations(findings, r) if _claim_holds(list(c), verdict, message, holds)]
+        if holding:
+            return min(holding, key=_credit_order)
+    return []
+
+
+def _credit_order(findings: list[Finding]) -> tuple:
+    """Most specific first, then worst impact (an unstated one ranks worst), then by id."""
+    worst = max(IMPACT_RANK.get(f.impact, len(IMPACTS)) for f in findings)
+    return -sum(f.specificity for f in findings), -worst, sorted(f.id for f in findings)
 
 
 def _claim_holds(findings: list[Finding], verdict: str, message: str, holds) -> bool:

@@ -112,14 +112,23 @@ def pooled_length(length: int, kernel: int, stride: int, dilation: int,
     ceil_mode keeps a last, partial window only if it starts inside the input or the left
     padding (PyTorch's rule), never one that starts in the right padding.
     """
+    out = _window_count(length, kernel, stride, dilation, before, after, ceil_mode)
+    return out - 1 if ceil_mode and (out - 1) * stride >= length + before else out
+
+
+def ceil_drops_window(length: int, kernel: int, stride: int, dilation: int, before: int, after: int) -> bool:
+    """Whether ceil_mode's rule drops a last window along this axis: one that would start in the
+    right padding (kernels without the rule, e.g. PaddlePaddle's, return it)."""
+    return pooled_length(length, kernel, stride, dilation, before, after, True) < _window_count(
+        length, kernel, stride, dilation, before, after, True)
+
+
+def _window_count(length, kernel, stride, dilation, before, after, ceil_mode) -> int:
     span = length + before + after - dilation * (kernel - 1) - 1
     if span < 0:
         raise SpecError("kernel_size", f"window extent {dilation * (kernel - 1) + 1} (kernel {kernel}, "
                         f"dilation {dilation}) is larger than the padded input {length + before + after}")
-    out = (-(-span // stride) if ceil_mode else span // stride) + 1
-    if ceil_mode and (out - 1) * stride >= length + before:
-        out -= 1
-    return out
+    return (-(-span // stride) if ceil_mode else span // stride) + 1
 
 
 def sliding_axis(length, kernel, stride, dilation, before, after, ceil_mode) -> AxisWindows:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .accumulate import scatter_taps
 from .dtypes import work_dtype
-from .geometry import same_padding
+from .geometry import ceil_drops_window, same_padding
 from .spec import PoolSpec
 from .taps import plan_for
 
@@ -44,6 +44,7 @@ PROPERTIES = {
     "empty_window": "a window has no real element",
     "nonfinite_unread": "an element that no window reads is NaN or infinite",
     "ceil_overhang": "a ceil_mode window reaches past the padded input",
+    "ceil_window_dropped": "ceil_mode drops a last window that would start in the right padding (PyTorch's rule; without it the output is one longer on some axis)",
     "zero_window": "a window's real elements are all zero",
     "zero_power_sum": "lp_pool: a window's sum of x ** p over its real elements is exactly zero (all zeros, or terms that cancel)",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
@@ -56,6 +57,7 @@ PROPERTIES = {
     "one_tap_windows": "every window has one tap (kernel 1 or adaptive bins of one element): pooling is a copy",
     "explicit_padding": "the padding is neither none (VALID) nor what the SAME rule adds for this input",
     "same_asymmetric": "the padding is what the SAME rule adds for this input, and more after than before on some axis",
+    "asymmetric_padding": "the pads before and after differ on some axis (explicit pads, or what the SAME rule adds)",
     "same_rule": "the spec asks for padding by the SAME rule (padding 'SAME'), not by pads",
     "kernel_over_input": "the window is longer than the input along some axis (only padding makes it fit)",
     "empty": "the input has no elements",
@@ -114,6 +116,11 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
             found.add("explicit_padding")
         if geom.pads == same and any(before != after for before, after in same):
             found.add("same_asymmetric")
+        if any(before != after for before, after in geom.pads):
+            found.add("asymmetric_padding")
+        if spec.ceil_mode and any(ceil_drops_window(a.length, k, s, d, before, after) for a, k, s, d, (before, after)
+                                  in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation, geom.pads)):
+            found.add("ceil_window_dropped")
         if any((k - 1) * d + 1 > a.length for a, k, d in zip(geom.axes, geom.kernel_size, geom.dilation)):
             found.add("kernel_over_input")
     if int(np.prod([a.taps for a in geom.axes])) > 25:

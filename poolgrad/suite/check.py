@@ -10,7 +10,7 @@ import numpy as np
 from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
-from poolgrad.cases.findings import IMPACTS, Finding, Judgement, Knowledge, Machine, policy_text
+from poolgrad.cases.findings import IMPACT_RANK, Finding, Judgement, Knowledge, Machine, policy_text
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.json_values import encode_array
 from poolgrad.verdicts import ad_modes
@@ -38,17 +38,14 @@ class Checked:
         if fail_on is None or self.outcome != "expected":
             return False
         impact = worst_impact(self.judgement.explained_by)
-        return impact is None or _RANK[impact] >= _RANK[fail_on]
-
-
-_RANK = {name: i for i, name in enumerate(IMPACTS)}
+        return impact is None or IMPACT_RANK[impact] >= IMPACT_RANK[fail_on]
 
 
 def worst_impact(findings: list[Finding]) -> str | None:
     """The worst impact of ``findings`` (IMPACTS orders them), None where one states none."""
     if not findings or any(not f.impact for f in findings):
         return None
-    return max((f.impact for f in findings), key=_RANK.__getitem__)
+    return max((f.impact for f in findings), key=IMPACT_RANK.__getitem__)
 
 
 def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge: Knowledge,

@@ -238,3 +238,29 @@ def test_a_forward_of_another_shape_is_judged_not_raised_where_an_arithmetic_fin
     odd = Outcome(OK, forward=np.zeros((1, 1, 3), np.float32), grad_input=np.zeros((1, 1, 4), np.float32))
     checked = check(case, TARGET, "2.21.0", [odd], kb, 0.0)
     assert (checked.outcome, checked.record["verdict"]) == ("behaviour_changed", "wrong")
+
+
+def _wrong(case):
+    # a forward that no policy gives: every output doubled
+    r = Policy().evaluate(case.spec, case.input, case.grad_output)
+    return Outcome(OK, forward=r.forward * 2, grad_input=r.grad_input)
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_the_most_specific_claim_takes_the_credit_whatever_the_file_order(order):
+    wide = {"id": "wide", "verdict": "wrong", "impact": "rounding"}
+    narrow = {"id": "narrow", "verdict": "wrong", "impact": "rounding", "when": ["ties"]}
+    case = _case(TIES)
+    checked = check(case, TARGET, "2.21.0", [_wrong(case)], _kb(*[wide, narrow][::order]), 0.0)
+    assert checked.record["verdict"] == "wrong" and checked.outcome == "expected"
+    assert [f["id"] for f in checked.record["findings"]] == ["narrow"]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_among_claims_as_specific_the_worst_impact_takes_the_credit(order):
+    mild = {"id": "mild", "verdict": "wrong", "impact": "rounding", "dtypes": ["float32"]}
+    bad = {"id": "bad", "verdict": "wrong", "impact": "wrong_forward", "when": ["ties"]}
+    case = _case(TIES)
+    checked = check(case, TARGET, "2.21.0", [_wrong(case)], _kb(*[mild, bad][::order]), 0.0)
+    assert [f["id"] for f in checked.record["findings"]] == ["bad"] and checked.record["impact"] == "wrong_forward"
+
