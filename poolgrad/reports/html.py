@@ -19,6 +19,7 @@ _ENV = jinja2.Environment(
     autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 _ENV.globals["max_drilldowns"] = model.MAX_DRILLDOWNS
 _ENV.globals["impacts"] = IMPACTS  # what each impact means, for a result's drill-down
+_ENV.filters["n"] = "{:,}".format   # 182,840: counts read at a glance
 _ENV.filters["percent"] = lambda share: "n/a" if share is None else f"{100 * share:.1f}%"
 
 
