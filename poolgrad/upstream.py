@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import importlib
 import itertools
 import math
@@ -59,13 +60,15 @@ SCRIPT = "upstream.py.j2"
 MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
 SMALL = 16  # elements of an input that reads at a glance
+MAX_BOXES = 300  # boxes of a plane tried, smallest first (a 5x5x5 plane has 3,375)
 WIDTH = 100  # characters per line of prose and of the reproducer's literals
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
 # value, the spec, policies, verdict and impact names. A draft holds none of it.
 VOCABULARY = re.compile(
     r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign)=|\bspec\b|\bspec's\b|SPEC\.md"
-    r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b" % "|".join(kb.IMPACTS),
+    r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b"
+    % "|".join(i for i in kb.IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
     re.IGNORECASE)
 
 _ENV = jinja2.Environment(
@@ -76,7 +79,11 @@ _ENV = jinja2.Environment(
 
 
 class NoDraft(ValueError):
-    """The finding gets no draft (reported upstream already, no example, no call for its example)."""
+    """The finding gets no draft (no example, no call for its example)."""
+
+
+class Reported(NoDraft):
+    """The finding has an upstream report: it gets no draft, its report is the one to follow."""
 
 
 def _compact(value):
@@ -86,14 +93,15 @@ def _compact(value):
     return value
 
 
-def call_args(call: dict, positional=(), defaults=None, **extra) -> str:
+def call_args(call: dict, positional=(), defaults=None, scalars: bool = True) -> str:
     """A planner's keyword arguments as a user writes them: ``positional`` first by position,
-    the others by keyword, each axis' equal values as one, those equal to their ``defaults`` left
-    out. Values are numbers, strings and tuples of them (repr is their code)."""
+    the others by keyword, those equal to their ``defaults`` left out, and (``scalars``: where
+    the framework takes one value for every axis) each axis' equal values as one. Values are
+    numbers, strings and tuples of them (repr is their code)."""
     defaults = defaults or {}
-    items = {**call, **extra}
-    out = [repr(_compact(items[k])) for k in positional if k in items]
-    out += [f"{k}={_compact(v)!r}" for k, v in items.items()
+    shown = _compact if scalars else (lambda v: v)
+    out = [repr(shown(call[k])) for k in positional if k in call]
+    out += [f"{k}={shown(v)!r}" for k, v in call.items()
             if k not in positional and not (k in defaults and _compact(defaults[k]) == _compact(v))]
     return ", ".join(out)
 
@@ -104,17 +112,20 @@ _ENV.filters["compact"] = lambda v: repr(_compact(v))
 
 def literal(a: np.ndarray, indent: int = 0, repeats: bool = True) -> str:
     """An array as Python code: a nested list wrapped to WIDTH (floats exact: every value of the
-    case dtypes is exact in float64; NaN and infinities by the names ``nan`` and ``inf``), or,
-    for a large array that repeats a shorter run of values, ``np.resize`` of that run."""
+    case dtypes is exact in float64; NaN and infinities by the names ``nan`` and ``inf``); for a
+    large array, ``np.resize`` of the shortest run of values it repeats (the routing probe: by
+    its formula), or ``np.reshape`` of its values in one flat list (fewer lines)."""
     a = np.asarray(a, dtype=np.float64)
-    period = _period(a.ravel()) if repeats and a.size > SMALL else a.size
-    if period < a.size:
-        plane = math.prod(a.shape[2:])
-        run = a.ravel()[:period]
-        run = run.reshape(-1, *a.shape[2:]) if period % plane == 0 else run
+    if a.size <= SMALL:
+        return pprint.pformat(a.tolist(), width=WIDTH - indent, compact=True).replace("\n", "\n" + " " * indent)
+    period = _period(a.ravel()) if repeats else a.size
+    run = a.ravel()[:period]
+    if period <= a.size // 2 and np.array_equal(run, np.ldexp(1.0, np.arange(period))):
+        return f"np.resize(np.ldexp(1.0, np.arange({period})), {a.shape})"
+    if period <= a.size // 2:
         return f"np.resize({literal(run, indent + 10, repeats=False)}, {a.shape})"
-    text = pprint.pformat(a.tolist(), width=WIDTH - indent, compact=True)
-    return text.replace("\n", "\n" + " " * indent)
+    flat = textwrap.fill(", ".join(map(repr, a.ravel().tolist())), WIDTH - indent - 12, break_long_words=False)
+    return f"np.reshape([{flat}], {a.shape})".replace("\n", "\n" + " " * (indent + 12))
 
 
 def _period(flat: np.ndarray) -> int:
@@ -185,10 +196,10 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and bool(np.all((a == b) & (np.signbit(a) == np.signbit(b)) | np.isnan(a) & np.isnan(b)))
 
 
-def shows(f: kb.Finding, spec, x, g, mode: str) -> bool:
+def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None) -> bool:
     """Whether the case shows the finding: in its scope and, for a claim of values, with values
-    the reference says differ from the expected ones."""
-    props = properties_of_cases(spec, [x])[0]
+    the reference says differ from the expected ones (``props``: the case's, where known)."""
+    props = properties_of_cases(spec, [x])[0] if props is None else props
     if not f.in_scope(f"{spec.op}{x.ndim - 2}d", spec.dtype, props, call_elements=x.size, call_properties=lambda: props):
         return False
     claim = claimed(f, spec, x, g, mode)
@@ -198,7 +209,7 @@ def shows(f: kb.Finding, spec, x, g, mode: str) -> bool:
     return any(not _same(got, want[side]) for side, got in claim.items())
 
 
-def shrink(f: kb.Finding, case, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def shrink(f: kb.Finding, case, target: Target, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """The example's input and upstream gradient cut to the fewest (n, c) planes, then to the
     smallest box of the plane, that still show the finding (windows never span planes). A
     finding about the size of the call or about other cases of it (``min_call_elements``,
@@ -218,10 +229,11 @@ def shrink(f: kb.Finding, case, mode: str) -> tuple[np.ndarray, np.ndarray]:
         return x, g
     x, g = plane
     values_claimed = claimed(f, spec, x, g, mode) is not None
-    if spec.is_adaptive or spec.regions is not None or not (values_claimed or x.size > SMALL):
-        return x, g  # bins and regions are the input's: a box of it is another case
+    if spec.regions is not None or not (values_claimed or x.size > SMALL):
+        return x, g  # regions are the input's: a box of it is another case
     props = properties_of_cases(spec, [x])[0]
-    for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b)):
+    boxes = sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))
+    for box in boxes[:MAX_BOXES]:
         xs = x[(..., *box)]
         try:
             out = reference.resolve(spec, xs.shape)
@@ -229,7 +241,10 @@ def shrink(f: kb.Finding, case, mode: str) -> tuple[np.ndarray, np.ndarray]:
             continue
         gs = (np.full((1, 1, *out.out_shape), g.flat[0], dtype=g.dtype) if np.all(g == g.flat[0])
               else routing_probe((1, 1, *out.out_shape), spec.dtype, math.prod(a.taps for a in out.axes)))
-        if shows(f, spec, xs, gs, mode) and (values_claimed or properties_of_cases(spec, [xs])[0] == props):
+        if isinstance(registry.plan(target, spec, xs.shape), Unsupported):
+            continue
+        box_props = properties_of_cases(spec, [xs])[0]
+        if (values_claimed or box_props == props) and shows(f, spec, xs, gs, mode, box_props):
             return xs, gs
     return x, g
 
@@ -278,13 +293,21 @@ def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
     fw = registry.get(f.framework)
     text = template.render(
         f=f, spec=spec, call=call, variant=target.variant, device=target.device, mode=mode, dtype=spec.dtype,
-        rank=x.ndim - 2, geom=geom, planner=importlib.import_module(planner), framework=f.framework,
+        rank=x.ndim - 2, shape=x.shape, geom=geom, planner=importlib.import_module(planner), framework=f.framework,
         backend_template=f"{fw.planner}/{SCRIPT}", environment=environment_switches(f),
         x=literal(x, 4), g=literal(g, 4), t=literal(direction(spec, x), 4) if mode == "jvp" else None,
-        expected={k: literal(v, 8) for k, v in want.items()}, rtol=rtol, atol=atol,
+        expected=_dict_code({k: literal(v, 8) for k, v in want.items()}), rtol=rtol, atol=atol,
         divisor=_divisor(spec, geom), special=bool((~np.isfinite(values)).any()),
         crash=f.verdict in ("crash", "timeout"))
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _dict_code(items: dict[str, str]) -> str:
+    """A dict of code values as code: one line where it fits in WIDTH, else one line per key."""
+    one = "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
+    if len(one) + 11 <= WIDTH and "\n" not in one:
+        return one
+    return "{\n" + "".join(f"    {k!r}: {v},\n" for k, v in items.items()) + "}"
 
 
 def _divisor(spec, geom):
@@ -312,6 +335,11 @@ def environment(framework: str, device: str) -> dict:
             "os": platform.platform(terse=True), "api": None}
 
 
+@functools.cache
+def _installed(framework: str) -> str | None:
+    return registry.installed_version(framework)
+
+
 def _version(distribution: str) -> str | None:
     import importlib.metadata
     try:
@@ -333,21 +361,27 @@ def _cpu() -> str:
 def plain(text: str) -> str:
     """``text`` less its sentences in poolgrad's vocabulary (they compare with poolgrad's spec,
     which the draft shows by values instead), wrapped to WIDTH."""
-    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z(`])", " ".join(text.split()))
-    kept = " ".join(s for s in sentences if not VOCABULARY.search(s))
+    kept = " ".join(s for s in _sentences(text) if not VOCABULARY.search(s))
     return textwrap.fill(kept, WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def _sentences(text: str) -> list[str]:
+    return re.split(r"(?<=[.;:])\s+(?=[A-Z(`])", " ".join(text.split()))
 
 
 def api_name(framework: str, spec, rank: int, call) -> str | None:
     """How ``framework``'s users call the op (its template's ``api`` block on the eager call)."""
-    template = _ENV.get_template(f"{registry.get(framework).planner}/{SCRIPT}")
-    context = template.new_context({"spec": spec, "rank": rank, "call": call, "variant": "eager"})
+    planner = registry.get(framework).planner
+    template = _ENV.get_template(f"{planner}/{SCRIPT}")
+    context = template.new_context({"spec": spec, "rank": rank, "call": call, "variant": "eager",
+                                    "planner": importlib.import_module(planner)})
     return "".join(template.blocks["api"](context)).strip() or None
 
 
 def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> list[str]:
     """The frameworks that return the expected values on this input (CPU, their usual call), by
     poolgrad's knowledge base: a call there and no finding of theirs in scope. At most five."""
+    props = properties_of_cases(spec, [x])[0]
     lines = []
     for name, fw in registry.FRAMEWORKS.items():
         if name == f.framework or not fw.planner:
@@ -355,11 +389,11 @@ def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> lis
         call = registry.plan(Target(name, "eager", "cpu"), spec, x.shape)
         if isinstance(call, Unsupported) or any(
                 h.framework == name and "eager" in semantics.variants_of(h) and mode in h.modes
-                and any(fnmatch.fnmatchcase("cpu", d) for d in h.devices) and shows(h, spec, x, g, mode)
+                and any(fnmatch.fnmatchcase("cpu", d) for d in h.devices) and shows(h, spec, x, g, mode, props)
                 for h in knowledge):
             continue
         api = api_name(name, spec, x.ndim - 2, call)
-        version = registry.installed_version(name) if name in registry.FRAMEWORKS else None
+        version = _installed(name)
         lines.append(f"{name}{' ' + version if version else ''}" + (f" (`{api}`)" if api else ""))
     return lines[:5]
 
@@ -411,11 +445,11 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
     on this machine."""
     reported = report_of(f)
     if reported:
-        raise NoDraft(f"finding {f.id!r} is reported upstream already: {reported.url}")
+        raise Reported(f"finding {f.id!r} is reported upstream already: {reported.url}")
     case = example_case(f)
     target = target_of(f, case)
     mode = mode_of(f)
-    x, g = shrink(f, case, mode)
+    x, g = shrink(f, case, target, mode)
     code = script(f, case, target, x, g, mode)
     spec = case.spec
     want = checked_sides(f, spec, x, g, mode)
@@ -425,12 +459,19 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
     env = environment(f.framework, target.device)
     if api != f.framework and _version(api):
         env["api"] = f"{api} {_version(api)}"
-    return template.render(
+    context = dict(
         f=f, title=f.title, script=code, env=env, repo=where.repository if where else f.framework,
         form=where.form if where else "", device=target.device.upper(), shape=tuple(x.shape), dtype=spec.dtype,
-        behaviour=plain(f.behaviour), source=plain(f.source), expectation=expectation(spec, spec.dtype),
+        source=plain(f.source), expectation=expectation(spec, spec.dtype),
         returns=returns(f, claimed(f, spec, x, g, mode), want), others=others(knowledge, f, spec, x, g, mode),
         mode=mode, output=run_script(code) if run else None)
+    sentences = _sentences(f.behaviour)
+    while True:  # the explanation's last sentences go where the draft would be too long
+        text = re.sub(r"\n{3,}", "\n\n", template.render(behaviour=plain(" ".join(sentences)), **context))
+        text = text.rstrip("\n") + "\n"
+        if len(text.splitlines()) <= MAX_DRAFT_LINES or len(sentences) <= 1:
+            return text
+        sentences.pop()
 
 
 def main(argv=None) -> int:
@@ -455,6 +496,9 @@ def main(argv=None) -> int:
     for f in chosen:
         try:
             text = draft(knowledge, f, run=args.run)
+        except Reported as e:
+            print(f"no draft: {e}", file=sys.stderr)
+            continue
         except NoDraft as e:
             print(f"no draft: {e}", file=sys.stderr)
             failed += 1
