@@ -15,6 +15,10 @@ Variants:
                  values symbolic, which paddle's pooling argument checks then refuse, so a result
                  would depend on what the process translated before
 
+fractional_max_pool runs as fractional_max_pool2d/3d (eager, return_mask, to_static) with the
+random_u, and kernel_size where every dim's regions have one size, for which paddle's region
+formula gives the case's regions (:func:`fractional_regions`); lists no random_u gives are refused.
+
 A spec paddle has no argument for (dilation, lp_pool3d, divisor_override in 1-D, ...) is
 Unsupported with the reason, never emulated.
 """
@@ -22,6 +26,8 @@ Unsupported with the reason, never emulated.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from poolgrad.adapters.base import Unsupported
 from poolgrad.adapters.framework import Framework, Unstacked, Upstream
@@ -81,6 +87,84 @@ def _sliding_arguments(spec, geom, rank: int, variant: str) -> dict | Unsupporte
     return kw
 
 
+def fractional_regions(u: float, length: int, out: int, kernel: int) -> tuple[tuple[int, int], ...]:
+    """The [start, stop) regions paddle's fractional max pooling pools along one dim for
+    ``random_u`` u: kernel 0 (kernel_size None) places non-overlapping regions, a kernel places
+    regions of that size. As the CPU kernel computes them, in float32 (FractionalRationalU,
+    FractionalStartIndex and FractionalEndIndex in paddle/phi/kernels/funcs/pooling.h, clipped
+    to the input in FractionalMaxPool2dFunctor / 3dFunctor, pooling.cc)."""
+    f = np.float32
+    alpha = f(length - kernel) / f(out - (1 if kernel else 0))
+    u = f(u)
+    if not kernel:  # u scaled so that every region holds base or base + 1 elements
+        base = length // out
+        u = u * min(f(base + 2) / alpha - f(1), f(length + 1 - base) / alpha - f(out - 1))
+    offset = int(u * alpha)
+    regions = []
+    for i in range(out):
+        start = int((f(i) + u) * alpha) - offset
+        stop = start + kernel if kernel else int((f(i + 1) + u) * alpha) - offset
+        regions.append((max(start, 0), min(stop, length)))
+    return tuple(regions)
+
+
+def _random_u(spec, spatial, kernels) -> float | None:
+    """A random_u in (0, 1), exact in float32, for which paddle pools the spec's regions along
+    every dim (one u serves all dims), or None. A dim's regions change only where some
+    (i + u') * alpha crosses an integer (u' = u or u scaled); the midpoints between such u, the
+    crossings and the float32 values beside them are every list the formula can give."""
+    cuts = set()
+    for regions, length, kernel in zip(spec.regions, spatial, kernels):
+        out = len(regions)
+        alpha = (length - kernel) / (out - (1 if kernel else 0))
+        if not alpha:
+            continue
+        scale = 1.0
+        if not kernel:
+            base = length // out
+            scale = min((base + 2) / alpha - 1, (length + 1 - base) / alpha - (out - 1))
+        for i in range(out + 1):
+            for n in range(int(i * alpha), int((i + scale) * alpha) + 2):
+                if 0 < (c := (n / alpha - i) / scale) < 1:
+                    cuts.add(c)
+    bounds = sorted({0.0, 1.0, *cuts})
+    middles = [(a + b) / 2 for a, b in zip(bounds, bounds[1:])]
+    near = [float(v) for c in cuts for v in (np.float32(c), np.nextafter(np.float32(c), np.float32(0)),
+                                             np.nextafter(np.float32(c), np.float32(1)))]
+    for u in (float(np.float32(c)) for c in (*middles, *near)):
+        if 0 < u < 1 and all(fractional_regions(u, length, len(regions), kernel) == regions
+                             for regions, length, kernel in zip(spec.regions, spatial, kernels)):
+            return u
+    return None
+
+
+def _fractional(spec, variant: str, shape) -> dict | Unsupported:
+    """fractional_max_pool2d/3d with the random_u (and kernel_size, where every dim's regions have
+    one size) that make paddle pool the spec's regions."""
+    rank, spatial = len(shape) - 2, shape[2:]
+    if rank == 1:
+        return Unsupported("paddle has fractional max pooling in 2-D and 3-D only")
+    if variant == "channels_last":
+        return Unsupported(f"channels_last: paddle fractional_max_pool{rank}d has no data_format")
+    sizes = [{stop - start for start, stop in regions} for regions in spec.regions]
+    # kernel_size None: non-overlapping regions; a kernel_size per dim: regions of that size (paddle
+    # divides by output - 1 there, so not with an output of 1)
+    modes = [(0,) * rank]
+    if all(len(s) == 1 for s in sizes) and all(len(r) > 1 for r in spec.regions):
+        modes.insert(0, tuple(s.pop() for s in sizes))
+    for kernels in modes:
+        if all(length >= len(regions) - 1 + kernel for regions, length, kernel in zip(spec.regions, spatial, kernels)):
+            u = _random_u(spec, spatial, kernels)
+            if u is not None:
+                kw = {"output_size": tuple(len(r) for r in spec.regions), "kernel_size": kernels if kernels[0] else None,
+                      "random_u": u}
+                if variant == "return_mask":
+                    kw["return_mask"] = True
+                return kw
+    return Unsupported("regions no random_u gives: paddle's fractional_max_pool2d/3d place them from one random_u "
+                       "shared by every dim, non-overlapping (kernel_size None) or of one kernel_size per dim")
+
+
 def plan(spec, variant: str, shape) -> dict | Unsupported:
     """The keyword arguments of the paddle.nn.functional call for an input of ``shape``
     (N, C, *spatial), or why this variant has none."""
@@ -90,9 +174,8 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
         # converted program does not return (over 100 s for a 4x4 max pool): not run, for the budget.
         return Unsupported("to_static in bfloat16: paddle has no bfloat16 CPU pooling kernel, and the static "
                            "program hangs instead of raising (measured with paddle 3.3.1)")
-    if spec.op not in CHANNELS_LAST_RANKS:
-        return Unsupported(f"{spec.op}: paddle has no call that takes the spec's windows (fractional_max_pool2d/3d "
-                           f"place their regions from random_u, not from a list)")
+    if spec.op == "fractional_max_pool":
+        return _fractional(spec, variant, shape)
     if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS[spec.op]:
         return Unsupported(f"channels_last: paddle {spec.op}{rank}d has no data_format")
     if variant == "return_mask" and not spec.is_max:
@@ -111,12 +194,13 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
-# The *_with_index kernels (return_mask, and adaptive max pooling whatever return_mask is) give a
-# window with no candidate (no number, or padding alone) mask -1, and their backward adds its
-# gradient to the element before its (n, c) plane: in a stack, another case's
+# The *_with_index kernels (return_mask, and adaptive max pooling whatever return_mask is) and the
+# fractional kernels give a window with no candidate (no number, or padding alone) mask -1, and their
+# backward adds its gradient to the element before its (n, c) plane: in a stack, another case's
 # (findings: paddle-cpu-with-index-no-candidate-writes-out-of-bounds). Such cases run alone.
-UNSTACKED = (Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*"), ("no_finite_window", "empty_window")),
-             Unstacked(("eager", "to_static"), ("adaptive_max_pool*",), ("no_finite_window",)))
+UNSTACKED = (Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*", "fractional_max_pool*"),
+                       ("no_finite_window", "empty_window")),
+             Unstacked(("eager", "to_static"), ("adaptive_max_pool*", "fractional_max_pool*"), ("no_finite_window",)))
 
 
 # The record the entry point names (poolgrad/adapters/framework.py).

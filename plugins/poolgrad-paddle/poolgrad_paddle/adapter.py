@@ -9,7 +9,10 @@ bfloat16 is a float32).
 A call whose arguments paddle refuses is UNSUPPORTED with paddle's own message: paddle checks a
 call's arguments in its Python API and in the op's InferMeta before any kernel runs, and both
 raise ValueError (its InvalidArgument) or TypeError. What fails later, in a kernel (a dtype
-without a CPU kernel is a RuntimeError, NotFound) or in the backward, is an ERROR.
+without a CPU kernel is a RuntimeError, NotFound) or in the backward, is an ERROR. Whether the
+arguments are refused is asked of the eager call, in every variant: a converted program
+(to_static) checks each op's dtype against its kernels while it is built and raises TypeError
+for a dtype that has none, which is the same missing kernel as eager's NotFound, not a refusal.
 """
 
 from __future__ import annotations
@@ -174,7 +177,7 @@ class PaddleAdapter(ModeMethods):
         try:
             result = _MODES[method](pool, "return_mask" in kw, *tensors)
         except Exception as e:  # whatever paddle raised is the result
-            refusal = _refusal(pool, tensors[0])
+            refusal = _refusal(_call(function_name(spec, x.shape), kw), tensors[0])
             if refusal is not None:
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
             status = UNSUPPORTED if method != "run" and _no_rule(e) else ERROR

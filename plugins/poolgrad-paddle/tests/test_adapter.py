@@ -80,6 +80,25 @@ def test_bfloat16_reaches_paddle_and_its_missing_kernel_is_an_error():
     assert out.status == ERROR and "bfloat16" in out.message and "NotFound" in out.message
 
 
+def test_to_static_float16_without_a_kernel_is_an_error_as_in_eager():
+    # to_static's program builder raises TypeError for a dtype the op has no kernel for: no refusal
+    s, x = spec(op="adaptive_max_pool2d", output_size=2, dtype="float16"), np.zeros((1, 1, 4, 4), np.float16)
+    out = ADAPTER.run(s, "to_static", "cpu", x, np.ones((1, 1, 2, 2), np.float16))
+    assert out.status == ERROR and "max_pool2d_with_index" in out.message and "float16" in out.message
+
+
+@pytest.mark.parametrize("variant", ["eager", "return_mask", "to_static"])
+def test_fractional_max_pool_pools_the_spec_regions_through_random_u(variant):
+    # overlapping regions of size 2 in 2-D (kernel_size), and unequal non-overlapping ones in 3-D
+    for regions in ([[[0, 2], [1, 3], [3, 5]], [[0, 2], [2, 4], [4, 6]]],
+                    [[[0, 1], [1, 2], [2, 3], [3, 5]], [[0, 1], [1, 3]], [[0, 1], [1, 2], [2, 4]]]):
+        s = spec(op=f"fractional_max_pool{len(regions)}d", regions=regions)
+        x = RNG.standard_normal((2, 3, *[r[-1][1] for r in regions])).astype(np.float32)
+        out = ADAPTER.run(s, variant, "cpu", x, probe(s, x))
+        assert out.status == OK, out.message
+        conforms(s, x, out)
+
+
 def test_arguments_paddle_refuses_are_unsupported_with_its_message():
     # paddle's API refuses ceil_mode with padding "VALID" (a ValueError before any kernel).
     s = spec(op="max_pool2d", kernel_size=2, padding="VALID", ceil_mode=True)

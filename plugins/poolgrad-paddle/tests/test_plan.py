@@ -60,12 +60,35 @@ def test_variants_add_their_arguments():
     ({"op": "adaptive_max_pool2d", "output_size": 2}, "channels_last", (1, 1, 6, 6), "no data_format"),
     ({"op": "avg_pool2d", "kernel_size": 2}, "return_mask", (1, 1, 6, 6), "returns no mask"),
     ({"op": "max_pool2d", "kernel_size": 3, "padding": [[0, 1], [0, 1]]}, "return_mask", (1, 1, 6, 6), "symmetric pad"),
-    ({"op": "fractional_max_pool1d", "regions": [[[0, 2], [2, 4]]]}, "eager", (1, 1, 4), "random_u"),
+    ({"op": "fractional_max_pool1d", "regions": [[[0, 2], [2, 4]]]}, "eager", (1, 1, 4), "2-D and 3-D only"),
+    # one region along a dim of 3 always starts at 0 in paddle's formula
+    ({"op": "fractional_max_pool2d", "regions": [[[0, 2], [2, 4]], [[1, 3]]]}, "eager", (1, 1, 4, 3),
+     "no random_u gives"),
+    ({"op": "fractional_max_pool2d", "regions": [[[0, 2], [2, 4]], [[0, 2], [2, 4]]]}, "channels_last", (1, 1, 4, 4),
+     "no data_format"),
     ({"op": "max_pool2d", "kernel_size": 2, "dtype": "bfloat16"}, "to_static", (1, 1, 4, 4), "hangs"),
 ])
 def test_what_paddle_has_no_argument_for_is_unsupported_with_the_reason(s, variant, shape, reason):
     got = plan(spec(**s), variant, shape)
     assert isinstance(got, Unsupported) and reason in got.reason
+
+
+def test_fractional_regions_follow_paddles_kernel():
+    # paddle's documented example (fractional_max_pool2d): length 7, output 5, random_u 0.3 gives the
+    # starts [0, 1, 3, 4, 6] and the ends [1, 3, 4, 6, 7]
+    assert poolgrad_paddle.fractional_regions(0.3, 7, 5, 0) == ((0, 1), (1, 3), (3, 4), (4, 6), (6, 7))
+    # kernel 2 over length 5, output 3: alpha = 1.5, starts int((i + 0.5) * 1.5) - int(0.5 * 1.5) = 0, 2, 3
+    assert poolgrad_paddle.fractional_regions(0.5, 5, 3, 2) == ((0, 2), (2, 4), (3, 5))
+
+
+def test_fractional_cases_get_the_random_u_and_kernel_size_that_give_their_regions():
+    s = spec(op="fractional_max_pool2d", regions=[[[0, 1], [1, 3], [3, 4], [4, 6], [6, 7]], [[0, 2], [2, 4]]])
+    kw = plan(s, "return_mask", (1, 1, 7, 4))
+    assert kw["output_size"] == (5, 2) and kw["kernel_size"] is None and kw["return_mask"] is True
+    assert [poolgrad_paddle.fractional_regions(kw["random_u"], n, len(r), 0) for n, r in zip((7, 4), s.regions)] == \
+        [tuple(r) for r in s.regions]
+    same_size = plan(spec(op="fractional_max_pool2d", regions=[[[0, 2], [1, 3], [3, 5]]] * 2), "eager", (1, 1, 5, 5))
+    assert same_size["kernel_size"] == (2, 2) and 0 < same_size["random_u"] < 1
 
 
 def test_return_mask_passes_same_as_the_user_writes_it():
