@@ -278,6 +278,8 @@ def _template(f: kb.Finding, target: Target, name: str):
 def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
     """The standalone reproducer of ``f`` on (x, g)."""
     spec = case.spec
+    if mode not in ("backward", "jvp"):
+        raise NoDraft(f"finding {f.id!r}: its reproducer would check {mode}, which the templates do not write")
     call = registry.plan(target, spec, x.shape)
     template, planner = _template(f, target, SCRIPT)
     if template.name == "upstream_base.py.j2":
@@ -417,9 +419,9 @@ def returns(f: kb.Finding, claim: dict | None, want: dict) -> str:
     if f.verdict == "unsupported":
         return "the call refuses the input"
     if claim:
-        return "; ".join(f"{side} `{literal(got).replace(chr(10), ' ')}` where `{literal(want[side]).replace(chr(10), ' ')}` "
+        return "; ".join(f"the {side} is `{literal(got).replace(chr(10), ' ')}` where `{literal(want[side]).replace(chr(10), ' ')}` "
                          f"is expected" for side, got in claim.items() if side in want)
-    return f"{' and '.join(want)} other than expected"
+    return f"the {' and the '.join(want)} differ from what is expected"
 
 
 def run_script(script: str, timeout: float = 600) -> dict:
@@ -454,17 +456,18 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
     spec = case.spec
     want = checked_sides(f, spec, x, g, mode)
     template, planner = _template(f, target, TEMPLATE)
-    api = planner.rsplit(".", 1)[-1]
-    where = registry.get(f.framework).worker(target.variant).upstream or registry.get(f.framework).upstream
+    fw = registry.get(f.framework)
+    where = fw.worker(target.variant).upstream or fw.upstream
     env = environment(f.framework, target.device)
-    if api != f.framework and _version(api):
+    api = planner.rsplit(".", 1)[-1]  # an API over the framework that plans the variant (Keras)
+    if planner != fw.planner and _version(api):
         env["api"] = f"{api} {_version(api)}"
     context = dict(
         f=f, title=f.title, script=code, env=env, repo=where.repository if where else f.framework,
         form=where.form if where else "", device=target.device.upper(), shape=tuple(x.shape), dtype=spec.dtype,
         source=plain(f.source), expectation=expectation(spec, spec.dtype),
         returns=returns(f, claimed(f, spec, x, g, mode), want), others=others(knowledge, f, spec, x, g, mode),
-        mode=mode, output=run_script(code) if run else None)
+        output=run_script(code) if run else None)
     sentences = _sentences(f.behaviour)
     while True:  # the explanation's last sentences go where the draft would be too long
         text = re.sub(r"\n{3,}", "\n\n", template.render(behaviour=plain(" ".join(sentences)), **context))

@@ -86,7 +86,7 @@ def test_the_reproducer_uses_the_frameworks_idiom_and_the_references_values():
     # The five-line bug: nn.AvgPool1d(2) on float16 [60000, 60000] gives inf, 60000 expected.
     assert "pool = nn.AvgPool1d(2)" in script and "x = np.array([[[60000.0, 60000.0]]]" in script
     assert "EXPECTED = {'output': [[[60000.0]]]}" in script
-    assert "output `[[[inf]]]` where `[[[60000.0]]]` is expected" in text
+    assert "the output is `[[[inf]]]` where `[[[60000.0]]]` is expected" in text
     # Frameworks that do the same (JAX and TensorFlow overflow there too) are not listed as others.
     assert "jax" not in text.split("**Expected:**")[1] and "tensorflow" not in text.split("**Expected:**")[1]
 
