@@ -39,6 +39,11 @@ DATA_FORMATS = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 CHANNELS_LAST_RANKS = {"max_pool": (2, 3), "avg_pool": (2, 3), "lp_pool": (1, 2),
                        "adaptive_avg_pool": (2, 3), "adaptive_max_pool": ()}
 
+# The functions whose converted program (to_static) takes a bfloat16 input to pool2d: the others
+# raise TypeError building the program (pool3d, lp_pool2d and max_pool*_with_index have no bfloat16
+# CPU kernel, avg_pool1d and lp_pool1d check the dtype in Python), a missing kernel as in eager.
+STATIC_BFLOAT16_POOL2D = ("max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d")
+
 # Only avg pooling has a double-backward kernel (pool2d_double_grad); paddle's forward mode
 # (paddle.incubate.autograd.jvp) is built on double backward, so no variant runs it.
 AD_MODES = {"double_backward": ("eager",)}
@@ -169,11 +174,11 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     """The keyword arguments of the paddle.nn.functional call for an input of ``shape``
     (N, C, *spatial), or why this variant has none."""
     rank = len(shape) - 2
-    if variant == "to_static" and spec.dtype == "bfloat16":
-        # Measured with paddle 3.3.1: eager calls raise NotFound (no bfloat16 CPU kernel), but the
-        # converted program does not return (over 100 s for a 4x4 max pool): not run, for the budget.
-        return Unsupported("to_static in bfloat16: paddle has no bfloat16 CPU pooling kernel, and the static "
-                           "program hangs instead of raising (measured with paddle 3.3.1)")
+    if variant == "to_static" and spec.dtype == "bfloat16" and f"{spec.op}{rank}d" in STATIC_BFLOAT16_POOL2D:
+        return Unsupported(f"to_static in bfloat16: the converted program runs paddle's pool2d on a bfloat16 input, "
+                           f"and its result is undefined: on a CPU with avx512_bf16 a call hangs, dies of SIGSEGV, "
+                           f"raises or drops planes' gradients, varying from call to call (measured with paddle "
+                           f"3.3.1); not run: no finding can claim it")
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS[spec.op]:
@@ -198,8 +203,8 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
 # fractional kernels give a window with no candidate (no number, or padding alone) mask -1, and their
 # backward adds its gradient to the element before its (n, c) plane: in a stack, another case's
 # (findings: paddle-cpu-with-index-no-candidate-writes-out-of-bounds). Such cases run alone.
-UNSTACKED = (Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*", "fractional_max_pool*"),
-                       ("no_finite_window", "empty_window")),
+UNSTACKED = (*(Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*", "fractional_max_pool*"), (p,))
+               for p in ("no_finite_window", "empty_window")),
              Unstacked(("eager", "to_static"), ("adaptive_max_pool*", "fractional_max_pool*"), ("no_finite_window",)))
 
 
