@@ -75,7 +75,7 @@ class Unstacked:
 
     variants: tuple[str, ...]    # variant globs
     ops: tuple[str, ...]         # op globs with the rank ("max_pool*", "adaptive_max_pool2d")
-    properties: tuple[str, ...]  # a case with any one of these (reference/properties.py) runs alone
+    properties: tuple[str, ...]  # a case with all of these (reference/properties.py) runs alone
 
     def __post_init__(self):
         unknown = set(self.properties) - set(PROPERTIES)
@@ -85,6 +85,9 @@ class Unstacked:
     def covers(self, variant: str, op: str) -> bool:
         return (any(fnmatch.fnmatchcase(variant, v) for v in self.variants)
                 and any(fnmatch.fnmatchcase(op, o) for o in self.ops))
+
+    def holds(self, properties: frozenset[str]) -> bool:
+        return properties.issuperset(self.properties)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,9 +134,9 @@ class Framework:
     # the cases each path keeps out of stacked calls (every other case stacks with its group's)
     unstacked: tuple[Unstacked, ...] = ()
 
-    def isolating(self, variant: str, op: str) -> frozenset[str]:
-        """The case properties that keep a case of ``op`` out of ``variant``'s stacked calls."""
-        return frozenset(p for rule in self.unstacked if rule.covers(variant, op) for p in rule.properties)
+    def unstacking(self, variant: str, op: str) -> tuple[Unstacked, ...]:
+        """The declarations that keep some cases of ``op`` out of ``variant``'s stacked calls."""
+        return tuple(rule for rule in self.unstacked if rule.covers(variant, op))
 
     def dispatch_environment(self, switches: dict, reported: dict) -> dict:
         """The framework's environment as a run records it: what its adapter ``reported``, over

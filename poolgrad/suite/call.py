@@ -153,8 +153,8 @@ class FrameworkCall:
         of its own for each case with a property its framework keeps out of stacks
         (Framework.unstacked), in the order met."""
         fw = registry.FRAMEWORKS.get(self.target.framework)
-        isolating = fw.isolating(self.target.variant, op_name(self.cases[0])) if fw and len(self.cases) > 1 else ()
-        alone = [c for c in self.cases if isolating and not isolating.isdisjoint(self.group.properties(c))]
+        rules = fw.unstacking(self.target.variant, op_name(self.cases[0])) if fw and len(self.cases) > 1 else ()
+        alone = [c for c in self.cases if rules and any(r.holds(self.group.properties(c)) for r in rules)]
         if not alone:
             return [self]
         together = tuple(c for c in self.cases if not any(c is a for a in alone))

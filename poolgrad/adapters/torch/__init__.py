@@ -40,7 +40,7 @@ from poolgrad.reference.geometry import resolve
 
 from .. import idioms, keras, onednn
 from ..base import Unsupported
-from ..framework import Framework, Upstream, WorkerEnvironment
+from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
             "unfold")
@@ -223,10 +223,18 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
+# Cases whose gradient a path writes outside their own (n, c) planes, so that in a stack another case
+# receives it; they run alone: a padding-only dilated window's index past its plane on the CPU kernels
+# (torch-cpu-dilated-empty-window-index), torch.compile's 3-D index of a leading padding tap
+# (torch-compile-neginf-padding-3d-stray-gradient).
+UNSTACKED = (Unstacked(("eager", "module", "channels_last", "return_indices"), ("max_pool*",), ("empty_window", "dilation")),
+             Unstacked(("compile",), ("max_pool3d",), ("neginf_window_after_padding",)))
+
+
 # The record pyproject.toml registers (poolgrad/adapters/framework.py): this package plans, and
 # adapter.py runs, every variant but Keras's, which runs on torch in a worker of its own.
 FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
                       {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
                       ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES, dispatch=DISPATCH,
                       api_paths={**API_PATHS, **keras.API_PATHS}, worker_environment=WORKER_ENVIRONMENT,
-                      upstream=UPSTREAM)
+                      upstream=UPSTREAM, unstacked=UNSTACKED)
