@@ -54,6 +54,7 @@ from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports import reproducer
 from poolgrad.verdicts import Policy, tolerances
 from poolgrad.verdicts.ad_modes import direction
+from poolgrad.verdicts.compare import identical
 
 TEMPLATE = "upstream.md.j2"
 SCRIPT = "upstream.py.j2"
@@ -191,11 +192,6 @@ def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | Non
     return out
 
 
-def _same(a, b) -> bool:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.all((a == b) & (np.signbit(a) == np.signbit(b)) | np.isnan(a) & np.isnan(b)))
-
-
 def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None) -> bool:
     """Whether the case shows the finding: in its scope and, for a claim of values, with values
     the reference says differ from the expected ones (``props``: the case's, where known)."""
@@ -206,7 +202,7 @@ def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = N
     if claim is None:
         return True
     want = expected(spec, x, g, mode)
-    return any(not _same(got, want[side]) for side, got in claim.items())
+    return any(not identical(got, want[side]) for side, got in claim.items())
 
 
 def shrink(f: kb.Finding, case, target: Target, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -262,7 +258,7 @@ def checked_sides(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]
     claim = claimed(f, spec, x, g, mode)
     if claim is None:
         return want
-    return {side: want[side] for side, got in claim.items() if not _same(got, want[side])} or want
+    return {side: want[side] for side, got in claim.items() if not identical(got, want[side])} or want
 
 
 # -- the reproducer ---------------------------------------------------------------------------
