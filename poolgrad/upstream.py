@@ -414,9 +414,10 @@ def returns(f: kb.Finding, claim: dict | None, want: dict) -> str:
         return "the process dies or hangs in the call"
     if f.verdict == "unsupported":
         return "the call refuses the input"
-    if claim:
+    differ = {side: got for side, got in (claim or {}).items() if side in want and not identical(got, want[side])}
+    if differ:  # else the example shows the finding only with another one of the framework's
         return "; ".join(f"the {side} is `{literal(got).replace(chr(10), ' ')}` where `{literal(want[side]).replace(chr(10), ' ')}` "
-                         f"is expected" for side, got in claim.items() if side in want)
+                         f"is expected" for side, got in differ.items())
     return f"the {' and the '.join(want)} differ from what is expected"
 
 
