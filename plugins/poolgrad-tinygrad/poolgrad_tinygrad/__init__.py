@@ -10,10 +10,12 @@ max or sum reduction, whose gradients are tinygrad's autograd rules. What they c
 Unsupported, never emulated: divisor_override, Lp and adaptive pooling.
 
 Variants:
-  eager   the call, its gradient by tinygrad's autograd (Tensor.gradient with grad_output),
-          realized at once
-  jit     the same function under TinyJit, called twice: the second call captures the kernels
-          and runs the captured graph, which is what a jitted training step runs
+  eager     the call, its gradient by tinygrad's autograd as a training step reads it
+            (y.backward(grad_output), then x.grad), realized at once
+  jit       the same function under TinyJit, called twice: the second call captures the kernels
+            and runs the captured graph, which is what a jitted training step runs
+  gradient  the eager call with its gradient asked of Tensor.gradient (y.gradient(x,
+            gradient=grad_output)), the other spelling tinygrad offers
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from poolgrad.adapters.base import Unsupported
 from poolgrad.adapters.framework import Framework, Upstream, WorkerEnvironment
 from poolgrad.reference.geometry import resolve
 
-VARIANTS = ("eager", "jit")
+VARIANTS = ("eager", "jit", "gradient")
 METHODS = {"max_pool": "max_pool2d", "avg_pool": "avg_pool2d"}
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
@@ -30,7 +32,7 @@ AD_MODES: dict = {}  # tinygrad has no forward mode; the adapter runs no double 
 # seconds per group, the median of the catalogue's 130 groups with -n 2 on 2 busy cores: tinygrad
 # lowers each new kernel in Python (a warm CACHEDB saves only clang's part); jit measured after the
 # same group's eager call had left its kernels in the worker's memory
-COSTS = {"eager": 3.2, "jit": 0.4}
+COSTS = {"eager": 3.2, "jit": 0.4, "gradient": 0.46}
 # the renderer/compiler (DEV=CPU:LLVM, CC), its optimizer (NOOPT), emulated dtypes and the kernel cache
 ENV_SWITCHES = ("DEV", "CC", "NOOPT", "EMULATED_DTYPES", "CACHELEVEL")
 

@@ -1,8 +1,9 @@
 """tinygrad adapter: runs the call ``plan`` (poolgrad_tinygrad/__init__.py) makes of a spec, as a
 tinygrad user calls it, in a worker process, on tinygrad's CPU device (C kernels compiled by clang).
 
-Channels-first like poolgrad, so no transposes. The gradient is tinygrad's autograd:
-``y.gradient(x, gradient=grad_output)`` (what ``y.backward(grad_output)`` puts in ``x.grad``).
+Channels-first like poolgrad, so no transposes. The gradient is tinygrad's autograd as users read
+it: ``y.backward(grad_output)``, then ``x.grad``; the ``gradient`` variant asks
+``y.gradient(x, gradient=grad_output)`` instead.
 float16, float32 and float64 NumPy arrays become tensors as they are; bfloat16 (ml_dtypes, which
 tinygrad does not read) goes through float32, which holds it exactly, and back.
 
@@ -42,15 +43,30 @@ def to_tinygrad(a: np.ndarray, device: str) -> Tensor:
     return Tensor(np.ascontiguousarray(a), device=device)
 
 
+def inputs(x: np.ndarray, grad_output: np.ndarray, device: str) -> tuple[Tensor, Tensor]:
+    """Fresh tensors for one call (backward adds to a tensor's .grad where one is left, as a
+    training step without zero_grad would)."""
+    xt = to_tinygrad(x, device)
+    if hasattr(xt, "requires_grad_"):  # before 0.13, backward fills .grad only where asked
+        xt.requires_grad_()
+    return xt, to_tinygrad(grad_output, device)
+
+
 def to_numpy(t: Tensor, dtype: np.dtype) -> np.ndarray:
     # tinygrad's own numpy() of a bfloat16 tensor is float32 (exact); back to the case dtype
     return t.numpy().astype(dtype) if dtype == ml_dtypes.bfloat16 else t.numpy()
 
 
-def _pool_and_gradient(method: str, kw: dict):
+def _pool_and_gradient(method: str, kw: dict, spelling: str):
+    """The pooling and its gradient, as users spell it: ``y.backward(g)`` then ``x.grad`` (what a
+    training step reads), or ``y.gradient(x, gradient=g)`` (the ``gradient`` variant)."""
     def run(x: Tensor, g: Tensor):
         y = getattr(x, method)(**kw)
-        (dx,) = y.gradient(x, gradient=g)
+        if spelling == "gradient":
+            (dx,) = y.gradient(x, gradient=g)
+        else:
+            y.backward(g)
+            dx = x.grad
         return y.realize(), dx.realize()
     return run
 
@@ -69,9 +85,10 @@ class TinygradAdapter:
 
     def __init__(self):
         self._jitted: dict[tuple, TinyJit] = {}
-        # (variant, spec, shape, dtype) -> the compiler's refusal: the same call renders the same
-        # kernels, so it fails again without the seconds of lowering (poolgrad reruns each case
-        # of a failed call alone, each in a call of the same shape)
+        # (spec, shape, dtype, device) -> the compiler's refusal: the same call renders the same
+        # kernels in every variant (one gradient graph either spelling; TinyJit's first call is
+        # an eager one), so it fails again without the seconds of lowering (poolgrad reruns each
+        # case of a failed call alone, each in a call of the same shape)
         self._refused: dict[tuple, str] = {}
 
     def version(self) -> str:
@@ -99,27 +116,27 @@ class TinygradAdapter:
         if isinstance(kw, Unsupported):
             return Outcome(UNSUPPORTED, message=kw.reason)
         dev = _DEVICES[device]
-        fn = _pool_and_gradient(METHODS[spec.op], kw)
+        fn = _pool_and_gradient(METHODS[spec.op], kw, variant)
         info = {"device": dev}
-        call = (variant, spec, x.shape, x.dtype.str, dev)
-        if call in self._refused:
-            return Outcome(ERROR, message=self._refused[call], info=info)
+        kernels = (spec, x.shape, x.dtype.str, dev)
+        call = (variant, *kernels)
+        if kernels in self._refused:
+            return Outcome(ERROR, message=self._refused[kernels], info=info)
         try:
-            xt, gt = to_tinygrad(x, dev), to_tinygrad(grad_output, dev)
             if variant == "jit":
                 if call not in self._jitted:  # a first call runs unjitted, the second captures
                     self._jitted[call] = TinyJit(fn)
-                    self._jitted[call](xt, gt)
-                y, dx = self._jitted[call](xt, gt)
+                    self._jitted[call](*inputs(x, grad_output, dev))
+                y, dx = self._jitted[call](*inputs(x, grad_output, dev))
                 info["compiles"] = len(self._jitted)
             else:
-                y, dx = fn(xt, gt)
+                y, dx = fn(*inputs(x, grad_output, dev))
             forward, grad_input = to_numpy(y, x.dtype), to_numpy(dx, x.dtype)
         except AssertionError as e:  # tinygrad checks a call's shapes with asserts (Tensor._pool)
             return Outcome(UNSUPPORTED, message=f"AssertionError: {e}", info=info)
         except subprocess.CalledProcessError as e:  # the C compiler refused a kernel
-            self._refused[call] = f"{type(e).__name__}: {e}"
-            return Outcome(ERROR, message=self._refused[call], info=info)
+            self._refused[kernels] = f"{type(e).__name__}: {e}"
+            return Outcome(ERROR, message=self._refused[kernels], info=info)
         except Exception as e:  # whatever tinygrad raised is the result
             return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
         return Outcome(OK, forward=forward, grad_input=grad_input, info=info)

@@ -63,6 +63,35 @@ def test_a_tie_splits_the_gradient_and_float64_stays_float64():
     assert not np.array_equal(out.grad_input, backward(spec, x, g))
 
 
+def users_gradient(x: np.ndarray, g: np.ndarray, pool) -> np.ndarray:
+    """What a user writes: the pool, y.backward(g), then x.grad (tinygrad's own idiom: the expected
+    bits are the user's, not a reference's)."""
+    from tinygrad import Tensor
+    xt = Tensor(x)
+    pool(xt).backward(Tensor(g))
+    return xt.grad.numpy()
+
+
+def test_the_gradient_is_what_backward_leaves_in_x_grad_and_what_tensor_gradient_returns():
+    # a 3-way tie whose share rounds (5 * (1/3) is 1 ulp above 5 / 3 in float32) and an average
+    # whose windows' gradients nearly cancel (float64 sums of 1e8 and -1e8 + a fraction)
+    ties = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 3, "stride": 3})
+    x1, g1 = np.array([[[4, 4, 4, 1, 2, 3]]], np.float32), np.array([[[5, 7]]], np.float32)
+    avg = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 3, "stride": 1, "padding": 1, "count_include_pad": False})
+    x2 = distinct((1, 1, 4, 5), np.float64)
+    g2 = np.where(np.arange(20).reshape(1, 1, 4, 5) % 2, 1e8, -1e8 + 1 / 3)
+    for spec, x, g, pool in [
+        (ties, x1, g1, lambda t: t.max_pool2d(kernel_size=(3,), stride=(3,))),
+        (avg, x2, g2, lambda t: t.avg_pool2d(kernel_size=(3, 3), stride=1, padding=1, count_include_pad=False)),
+    ]:
+        users = users_gradient(x, g, pool)
+        for variant in ("eager", "gradient"):
+            assert run(spec, variant, x, g).grad_input.tobytes() == users.tobytes(), variant
+    third = np.float32(1) / np.float32(3)  # the split share is g * (1 / count), rounded twice
+    np.testing.assert_array_equal(run(ties, "eager", x1, g1).grad_input, [[[5 * third] * 3 + [0, 0, 7]]])
+    assert 5 * third != np.float32(5) / np.float32(3)
+
+
 def test_jit_captures_once_per_spec_and_shape():
     spec = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 2})
     x, g = distinct((1, 1, 6), np.float32), probe((1, 1, 3), np.float32)

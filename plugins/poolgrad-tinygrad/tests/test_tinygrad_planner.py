@@ -19,7 +19,7 @@ def spec(**kw):
 def test_the_record_is_registered_under_the_entry_point():
     record = plugin_checks.assert_registered("tinygrad", "poolgrad_tinygrad")
     assert record.module == "poolgrad_tinygrad.adapter"
-    assert set(record.variants) == {"eager", "jit"} and set(record.costs) == set(record.variants)
+    assert set(record.variants) == {"eager", "jit", "gradient"} and set(record.costs) == set(record.variants)
 
 
 def test_reading_the_record_and_planning_import_no_tinygrad():
