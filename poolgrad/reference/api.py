@@ -81,8 +81,26 @@ def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
     if spec.is_max:
         raise SpecError("op", f"{spec.op} is a selection: its results are compared bit for bit, not within a scale")
     plan, xw = _prepare(spec, x)
-    g = round_to(np.asarray(grad_output).astype(np.float64), x.dtype).astype(np.float64)
+    g = _received(x, grad_output)
     op = avg_pool if spec.op.endswith("avg_pool") else lp_pool
     with np.errstate(all="ignore"):
         fwd, grad_p = op.error_scale(spec, plan, xw, g)
     return fwd, plan.unpad(grad_p)
+
+
+def range_error(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """lp: what x's dtype's range adds to error_scale (lp_pool.range_error): absolute errors per
+    forward output and gradient element (inf where the gradient element takes any value), and
+    the forward's ceiling where the dtype cannot resolve the window's power sum (NaN elsewhere).
+    SPEC.md, "Tolerances"."""
+    if spec.op != "lp_pool":
+        raise SpecError("op", f"{spec.op}: only lp_pool computes an intermediate (its powers) past the dtype's range")
+    plan, xw = _prepare(spec, x)
+    g = _received(x, grad_output)
+    forward_error, grad_p, ceiling = lp_pool.range_error(spec, plan, xw, g, x.dtype)
+    return forward_error, plan.unpad(grad_p), ceiling
+
+
+def _received(x: np.ndarray, grad_output) -> np.ndarray:
+    """grad_output as a framework receives it: rounded to x's dtype (float64 array)."""
+    return round_to(np.asarray(grad_output).astype(np.float64), x.dtype).astype(np.float64)

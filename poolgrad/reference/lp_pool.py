@@ -6,6 +6,7 @@ dtype the power sums and the gradient's sums are kept in (accumulate.py)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .accumulate import F64
@@ -54,3 +55,35 @@ def error_scale(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray) ->
         share = np.abs(g) * np.where(z != 0, np.abs(z) ** (1.0 / p - 1.0), 0.0) * _scale(plan)
         share = np.where(np.isinf(kappa) & (g != 0), np.inf, share * (1.0 + abs(1.0 / p - 1.0) * kappa + p))
         return forward_scale, spread(plan, xw.shape, share, lambda v: np.abs(v) ** (p - 1.0), xw)
+
+
+def range_error(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, dtype) -> tuple[np.ndarray, ...]:
+    """What the range of ``dtype`` adds to error_scale's rounding, from the reference alone:
+    absolute errors (float64) per output and per padded-input gradient element, and per output
+    the ceiling of the forward where the dtype cannot resolve the window's power sum (NaN
+    elsewhere). IEEE arithmetic, subnormals kept (flushing them is the policy ftz): a term
+    |x| ** p below half the smallest subnormal s rounds to 0, one in the subnormal range is off
+    by up to s / 2, and so is the window mean that PyTorch's form divides by the count and
+    multiplies back; the power sum z is off by up to delta = 2 * K * s (K the window volume,
+    twice the terms' and the mean's roundings for a pow an ulp off there). That relative error
+    delta / |z| passes to y = z ** (1/p) divided by p and to z ** (1/p - 1) times |1/p - 1|
+    (x ** (p - 1) is off by up to s as well). Where |z| <= delta (and the window has a nonzero
+    term, and z is not exactly 0, the spec's zero case) the dtype's sum can be 0 or change
+    sign: the forward is anything from 0 to (|z| + delta) ** (1/p), or NaN (the root of a
+    negative sum), and the gradient elements the window reaches any value, inf and NaN
+    included (z ** (1/p - 1) at 0)."""
+    p = spec.norm_type
+    tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal)
+    with np.errstate(all="ignore"):
+        z = _scaled_sum(spec, plan, xw)
+        reached = _scaled_sum(spec, plan, np.abs(xw)) > 0
+        delta = 2.0 * window_volume(plan.geom) * tiny
+        unresolved = reached & (z != 0) & (np.abs(z) <= delta)
+        rho = np.where(reached & (z != 0) & ~unresolved, delta / np.abs(z), 0.0)
+        forward_error = np.abs(z) ** (1.0 / p) * rho / p
+        ceiling = np.where(unresolved, (np.abs(z) + delta) ** (1.0 / p), np.nan)
+        share = np.abs(g) * np.where(z != 0, np.abs(z) ** (1.0 / p - 1.0), 0.0) * _scale(plan)
+        gradient_error = (spread(plan, xw.shape, share * abs(1.0 / p - 1.0) * rho, lambda v: np.abs(v) ** (p - 1.0), xw)
+                          + spread(plan, xw.shape, share * tiny))
+        fed = spread(plan, xw.shape, unresolved.astype(np.float64)) > 0
+    return forward_error, np.where(fed, np.inf, gradient_error), ceiling
