@@ -531,12 +531,15 @@ class Knowledge(list):
         return self._by_target[key]
 
     def judge(self, candidates: list[Finding], op: str, dtype: str, properties, verdict: str,
-              message: str, holds, call_elements: int = 0, call_properties=lambda: frozenset()) -> Judgement:
+              message: str, holds, call_elements: int = 0, call_properties=lambda: frozenset(),
+              shows_no_more_than=lambda impact: True) -> Judgement:
         """The outcome of one result. ``candidates``: the findings of its target
         (:meth:`for_target`); ``holds(forward_policy, gradient_policy) -> bool``: whether the
         result equals the reference under those (partial) policies; ``call_elements``: the
         input elements of the framework call the case ran in; ``call_properties()``: the
-        properties of all cases of that call."""
+        properties of all cases of that call; ``shows_no_more_than(impact)``: whether the
+        result's arrays are no worse than ``impact`` says (a verdict claim checks nothing else,
+        so a result off by more than rounding is never credited to a rounding finding)."""
         scope = [f for f in candidates if f.in_scope(op, dtype, properties, call_elements, call_properties)]
         if verdict in SKIPPED_VERDICTS and not any(f.verdict == verdict for f in scope):
             return Judgement("skipped", [], scope, [])
@@ -552,7 +555,8 @@ class Knowledge(list):
             # rounded; a finding that predicted otherwise is reported.
             return Judgement("pass", [], scope, [f for f in scope if not _claim_holds([f], verdict, message, holds)])
         explained = (_credited([f for f in scope if f.claims_policy], verdict, message, holds)
-                     or _credited([f for f in scope if not f.claims_policy], verdict, message, holds, compose=False))
+                     or _credited([f for f in scope if not f.claims_policy and shows_no_more_than(f.impact)],
+                                  verdict, message, holds, compose=False))
         if explained:
             return Judgement("expected", explained, scope, [])
         if verdict in SKIPPED_VERDICTS:

@@ -264,3 +264,20 @@ def test_among_claims_as_specific_the_worst_impact_takes_the_credit(order):
     checked = check(case, TARGET, "2.21.0", [_wrong(case)], _kb(*[mild, bad][::order]), 0.0)
     assert [f["id"] for f in checked.record["findings"]] == ["bad"] and checked.record["impact"] == "wrong_forward"
 
+
+
+AVG64 = PoolSpec.from_dict({"op": "avg_pool1d", "kernel_size": 3, "stride": 3, "dtype": "float64"})
+SCALE_IN_F32 = {"id": "scale-in-float32", "verdict": "wrong", "impact": "rounding", "dtypes": ["float64"]}
+
+
+def test_a_rounding_claim_explains_what_rounding_can_do_and_nothing_more():
+    case = _case(np.array([[[0.1, 0.7, 0.3, 1.9, 2.3, 5.1]]]), spec=AVG64)
+    r = Policy().evaluate(case.spec, case.input, case.grad_output)
+    # the window's share 1/3 rounded to float32, as a kernel that scales in float32 computes it
+    rounded = Outcome(OK, forward=r.forward, grad_input=np.repeat(case.grad_output * np.float64(np.float32(1 / 3)), 3, axis=-1))
+    divisor = Outcome(OK, forward=r.forward * 3 / 2, grad_input=r.grad_input)  # a window divided by 2, not 3
+    assert check(case, TARGET, "2.21.0", [rounded], _kb(SCALE_IN_F32), 0.0).outcome == "expected"
+    assert check(case, TARGET, "2.21.0", [divisor], _kb(SCALE_IN_F32), 0.0).outcome == "behaviour_changed"
+    wrong_forward = {"id": "divisor", "verdict": "wrong", "impact": "wrong_forward"}
+    checked = check(case, TARGET, "2.21.0", [divisor], _kb(SCALE_IN_F32, wrong_forward), 0.0)
+    assert [f["id"] for f in checked.record["findings"]] == ["divisor"]
