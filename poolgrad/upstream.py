@@ -14,11 +14,12 @@ fits in :data:`MAX_DRAFT_LINES`. A finding that has an upstream ``report`` gets 
 
 The reproducer (``<planner package>/upstream.py.j2``, extending
 ``reports/templates/upstream_base.py.j2``) is at most :data:`MAX_SCRIPT_LINES` lines of NumPy
-and the framework: the finding's example shrunk to the fewest (n, c) planes that still show the
-behaviour (:func:`shrink`), the call written as the framework's users write it (from its
-planner's arguments), the expected values as literals computed here by poolgrad's NumPy
-reference (never by the framework under test), and a comparison that prints both and exits 1
-while the behaviour holds, 0 once it does not.
+and the framework: the finding's example shrunk to the smallest box of one (n, c) plane that
+still shows the behaviour (:func:`shrinks`; where the framework is installed, the smallest whose
+reproducer exits 1 here, up to VERIFIED tries, else the example's own), the call written as
+the framework's users write it (from its planner's arguments), the expected values as literals
+computed here by poolgrad's NumPy reference (never by the framework under test), and a
+comparison that prints both and exits 1 while the behaviour holds, 0 once it does not.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
 SMALL = 16  # elements of an input that reads at a glance
 MAX_BOXES = 300  # boxes of a plane tried, smallest first (a 5x5x5 plane has 3,375)
+VERIFY_TIMEOUT = 120  # seconds a reproducer is given when a draft checks its input
+VERIFIED = 4  # inputs a draft's reproducer is run on, smallest first, until one shows the behaviour
 WIDTH = 100  # characters per line of prose and of the reproducer's literals
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
@@ -205,31 +208,31 @@ def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = N
     return any(not identical(got, want[side]) for side, got in claim.items())
 
 
-def shrink(f: kb.Finding, case, target: Target, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """The example's input and upstream gradient cut to the fewest (n, c) planes, then to the
-    smallest box of the plane, that still show the finding (windows never span planes). A
-    finding about the size of the call or about other cases of it (``min_call_elements``,
-    ``when_call``) keeps them all. A claim of values is checked on each box by the reference;
-    a claim that names none (an error, a result by no rule) only by its scope, so it is cut only
-    to a box whose case properties are the plane's own, and only where the plane is too large
-    to read (more than SMALL elements)."""
+def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Inputs and upstream gradients that show the finding, smallest first, the example's own
+    last: boxes of the first (n, c) plane that shows it, that plane, then the example (windows
+    never span planes). A finding about the size of the call or about other cases of it
+    (``min_call_elements``, ``when_call``) keeps them all. A claim of values is checked on each
+    box by the reference; a claim that names none (an error, a result by no rule) only by its
+    scope, so it is cut only to boxes whose case properties are the plane's own, and only where
+    the plane is too large to read (more than SMALL elements)."""
     x, g = case.input, case.grad_output
     if f.min_call_elements or f.when_call or x.size == 0:
         ones = np.ones_like(g)  # a gradient of ones keeps a large call's expected gradient short
-        return (x, ones) if shows(f, case.spec, x, ones, mode) else (x, g)
+        return [(x, ones), (x, g)] if shows(f, case.spec, x, ones, mode) else [(x, g)]
     spec = case.spec
     plane = next(((x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1])
                   for n, c in itertools.product(range(x.shape[0]), range(x.shape[1]))
                   if shows(f, spec, x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1], mode)), None)
     if plane is None:
-        return x, g
-    x, g = plane
+        return [(x, g)]
+    example, (x, g) = (x, g), plane
     values_claimed = claimed(f, spec, x, g, mode) is not None
     if spec.regions is not None or not (values_claimed or x.size > SMALL):
-        return x, g  # regions are the input's: a box of it is another case
+        return [plane, example]  # regions are the input's: a box of it is another case
     props = properties_of_cases(spec, [x])[0]
-    boxes = sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))
-    for box in boxes[:MAX_BOXES]:
+    candidates = []  # (box input, its gradient, how far it is from the plane's kind)
+    for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))[:MAX_BOXES]:
         xs = x[(..., *box)]
         try:
             out = reference.resolve(spec, xs.shape)
@@ -241,8 +244,13 @@ def shrink(f: kb.Finding, case, target: Target, mode: str) -> tuple[np.ndarray, 
             continue
         box_props = properties_of_cases(spec, [xs])[0]
         if (values_claimed or box_props == props) and shows(f, spec, xs, gs, mode, box_props):
-            return xs, gs
-    return x, g
+            candidates.append((xs, gs, (box_props != props, gs.size == 1 < g.size)))
+            if sum(c[2] == (False, False) for c in candidates) == VERIFIED - 2:
+                break  # as many of the best kind as a draft tries
+    # A box of the plane's kind first, of more than one window where the plane has more: a
+    # kernel may take another path on another kind (one-tap windows, no padding) or on a single
+    # window (a compiler folds it), which the reference cannot tell.
+    return [(xs, gs) for xs, gs, _ in sorted(candidates, key=lambda c: c[2])][:VERIFIED - 2] + [plane, example]
 
 
 def _boxes(spatial) -> list[tuple[slice, ...]]:
@@ -439,17 +447,27 @@ def report_of(f: kb.Finding) -> kb.Reference | None:
     return next((r for r in f.upstream if r.type == "report"), None)
 
 
-def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False) -> str:
+def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False, verify: bool = False) -> str:
     """The Markdown draft of an upstream report of ``f``; ``run``: with the reproducer's output
-    on this machine."""
+    on this machine; ``verify``: on the smallest input whose reproducer shows the behaviour here
+    (where the framework is installed)."""
     reported = report_of(f)
     if reported:
         raise Reported(f"finding {f.id!r} is reported upstream already: {reported.url}")
     case = example_case(f)
     target = target_of(f, case)
     mode = mode_of(f)
-    x, g = shrink(f, case, target, mode)
+    inputs = shrinks(f, case, target, mode)
+    x, g = inputs[0]
     code = script(f, case, target, x, g, mode)
+    if verify and registry.installed(f.framework):
+        # The reference cannot tell which inputs a kernel treats otherwise (a compiler folds a
+        # single window, a call on two channels takes another path): run the reproducer on each
+        # input until it shows the behaviour (exit 1), else keep the example's own.
+        for x, g in inputs:
+            code = script(f, case, target, x, g, mode)
+            if run_script(code, VERIFY_TIMEOUT)["status"] == 1:
+                break
     spec = case.spec
     want = checked_sides(f, spec, x, g, mode)
     template, planner = _template(f, target, TEMPLATE)
@@ -482,6 +500,8 @@ def main(argv=None) -> int:
     p.add_argument("--run", action="store_true", help="run each reproducer here and put its output in the draft")
     p.add_argument("--framework", action="append", default=[], metavar="NAME", help="with --write and no FINDING_ID: only this framework's findings (repeatable)")
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the knowledge base (repeatable)")
+    p.add_argument("--no-check", action="store_true", help="do not run the reproducer to pick its input (the smallest "
+                   "that the reference says shows the behaviour; checked by running it where the framework is installed)")
     args = p.parse_args(argv)
     knowledge = kb.load(extra=args.findings)
     by_id = {f.id: f for f in knowledge}
@@ -495,7 +515,7 @@ def main(argv=None) -> int:
     failed = 0
     for f in chosen:
         try:
-            text = draft(knowledge, f, run=args.run)
+            text = draft(knowledge, f, run=args.run, verify=not args.no_check)
         except Reported as e:
             print(f"no draft: {e}", file=sys.stderr)
             continue

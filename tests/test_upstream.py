@@ -2,8 +2,8 @@
 base is at most 90 lines, holds none of poolgrad's vocabulary, and its first python block is a
 reproducer of at most 30 lines that imports NumPy and the framework only. The reproducers run:
 three (torch, JAX, PaddlePaddle) alone in an empty directory; a sample of each installed
-framework's in one process per framework (runpy, a fresh namespace each); every one of them with
-``-m slow``. They exit 1 while the behaviour holds, and 0 on an input the framework handles as
+framework's in one process per framework (runpy, a fresh namespace each); every one of them
+alone, as the command drafts it here (its input checked by running it), with ``-m slow``. They exit 1 while the behaviour holds, and 0 on an input the framework handles as
 users expect."""
 
 from __future__ import annotations
@@ -186,7 +186,9 @@ def test_every_reproducer_of_a_cpu_finding_runs_alone_and_exits_1(framework, tmp
     if not registry.installed(framework):
         pytest.skip(f"{framework} is not installed")
     failed = {}
-    for fid, script in cpu_drafts(framework).items():
+    for fid in cpu_drafts(framework):
+        # As `python -m poolgrad.upstream ID` drafts it here: on an input checked by running it.
+        script = first_python_block(upstream.draft(KB, BY_ID[fid], verify=True))
         (tmp_path / "repro.py").write_text(script)
         try:
             out = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
