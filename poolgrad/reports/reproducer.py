@@ -17,7 +17,7 @@ Each framework's template lives beside its planner, ``<planner package>/reproduc
 and extends ``templates/reproducer_base.py.j2`` (the record's arrays, the spec's result, the
 batched call, the comparison). A variant that another planner runs (keras) gets that planner's
 template, which may extend its framework's own: it is rendered with ``backend_template`` naming
-that one. ``python -m poolgrad.upstream`` renders the same scripts for a finding's example.
+that one. ``python -m poolgrad.upstream``'s drafts have scripts of their own (upstream.py.j2).
 
 Templates render every ``{{ }}`` through ``repr``, so values from results become Python
 literals and can never become code; the exceptions are an identifier checked by ``ident`` and
