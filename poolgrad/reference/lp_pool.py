@@ -86,4 +86,6 @@ def range_error(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, dt
         gradient_error = (spread(plan, xw.shape, share * abs(1.0 / p - 1.0) * rho, lambda v: np.abs(v) ** (p - 1.0), xw)
                           + spread(plan, xw.shape, share * tiny))
         fed = spread(plan, xw.shape, unresolved.astype(np.float64)) > 0
+    # A NaN or infinite window (a NaN or inf input) adds nothing: its cells are compared as before.
+    forward_error, gradient_error = (np.nan_to_num(e, nan=0.0, posinf=0.0) for e in (forward_error, gradient_error))
     return forward_error, np.where(fed, np.inf, gradient_error), ceiling

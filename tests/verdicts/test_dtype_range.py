@@ -12,6 +12,7 @@ import pytest
 from poolgrad import reference
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
+from poolgrad.reference.api import range_error
 from poolgrad.verdicts import classify, tolerances
 from poolgrad.verdicts.compare import within
 
@@ -136,3 +137,12 @@ def test_an_overflowing_power_sum_stays_a_behaviour():
     assert np.isinf(y).all()
     v = classify(spec, x, g, Outcome(OK, y, grad))
     assert v.verdict != "conforms", v.message
+
+
+def test_a_nan_or_inf_window_adds_no_allowance():
+    """A NaN window's policies (a zero gradient, say) are still compared within the usual bound:
+    its power sum has no range error to add (NaN or inf would accept nothing, or everything)."""
+    x = np.array([[[np.nan, 1, 2, 3, np.inf, 1, 2e-16, -1e-16, 3e-16]]], dtype=np.float32)
+    forward, gradient, ceiling = range_error(SPEC, x, np.ones((1, 1, 4), dtype=np.float32))
+    assert (forward == 0).all() and (gradient[..., :6] == 0).all()
+    assert np.isinf(gradient[..., 6:]).all() and np.isnan(ceiling[..., :3]).all() and ceiling[..., 3] > 0
