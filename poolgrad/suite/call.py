@@ -163,8 +163,9 @@ class FrameworkCall:
 
     def sample(self):
         """The case of a stack that is also run alone (``differs_alone``): the same in every
-        run, its position spread over the groups."""
-        return self.cases[zlib.crc32(repr(self.cases[0].group_key).encode()) % len(self.cases)]
+        run, its position spread over the groups and targets (each target of a group checks its
+        own, so a catalogue run checks several of a group's cases)."""
+        return self.cases[zlib.crc32(f"{self.cases[0].group_key!r} {self.target.id}".encode()) % len(self.cases)]
 
     def filled(self, case) -> tuple[np.ndarray, np.ndarray]:
         """``case``'s input and grad_output, its planes repeated to this call's N: the case alone
