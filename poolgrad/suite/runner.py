@@ -61,10 +61,12 @@ class GroupRunner:
 
     def _against_alone(self, call: FrameworkCall, outcomes: list[Outcome]) -> None:
         """The call's sampled case run alone (in the stack's shape); where its outcome differs
-        from the stacked one, the case's outcome is the alone one, saying so (``stacked``)."""
+        from the stacked one, the case's outcome is the alone one, saying so (``stacked``). Only
+        a stack that ran: one that failed was rerun case by case already (WorkerPool.run_group),
+        and one that timed out would take its time again."""
         i = next(i for i, c in enumerate(call.cases) if c is call.sample())
         case = call.cases[i]
-        if not len(case.input) or outcomes[i].info.get("alone"):
+        if not len(case.input) or not outcomes[i].ran or outcomes[i].info.get("alone"):
             return
         alone = self._run_filled(call, case)
         if difference := differs_alone(outcomes[i], alone):
