@@ -37,6 +37,7 @@ from allpairspy import AllPairs
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import DTYPES as REFERENCE_DTYPES, PoolSpec, SpecError, resolve
+from poolgrad.reference.geometry import ceil_drops_window
 
 from .catalogue import GEOMETRIES_PATH, geometry_rows as load
 from .ids import DEFAULT_SIZE, geometry_tag, parse_geometry
@@ -281,12 +282,18 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
     """The API-path classes a valid class row meets: (path, rank, "SAME", "first"|"last" axis,
     "symmetric"|"asymmetric") for each path in SAME_PATHS that takes it, ceil_mode's class for
     each path that takes that, (path, "one_element") for a one-element input, (path, "padding",
-    class) for an explicit pad past torch's limit (PATH_PADDING) that the path takes."""
+    class) for an explicit pad past torch's limit (PATH_PADDING) that the path takes, (path,
+    "ceil_dropped", "padded"|"unpadded") for a ceil_mode window that would start past the input
+    (PyTorch's rule drops it; a kernel without the rule returns one more output row)."""
     fields = spec_fields(op, row)
     size = SIZES[row["size"]][row["rank"]]
     spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
     shape = (1, 1, *size)
-    pads = resolve(spec, shape).pads
+    geom = resolve(spec, shape)
+    pads = geom.pads
+    dropped = spec.ceil_mode and any(
+        ceil_drops_window(a.length, k, s, d, before, after) for a, k, s, d, (before, after)
+        in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation, pads))
     out = set()
     for name, (plan, variant) in PATHS.items():
         if isinstance(plan(spec, variant, shape), Unsupported):
@@ -296,6 +303,9 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
                        (("first", pads[0]), ("last", pads[-1])) if (kind := _pad_kind(before, after)))
         if row.get("ceil_mode", "off") != "off":
             out.add((name, row["rank"], "ceil_mode", row["ceil_mode"]))
+            if dropped:
+                out.add((name, "ceil_dropped", "padded" if any(before or after for before, after in pads)
+                         else "unpadded"))
         if row["size"] == "one_element":
             out.add((name, "one_element"))
         if row.get("padding") in PATH_PADDING:
@@ -309,16 +319,21 @@ def _path_classes(op: str) -> dict[tuple, frozenset]:
     return {values: path_classes(op, dict(zip(names, values))) for values in _valid_rows(op, paths=True)}
 
 
-def path_rows(op: str, have=(), padding: bool = False) -> list[dict]:
-    """Valid class rows that meet the path classes the geometries ``have`` (rank, tag, dtype)
-    leave unmet: greedily, the row meeting the most first, then float32 (every kernel has it),
-    then by _KERNEL_PREFERENCE and _STRIDE_PREFERENCE, then the product's order. Deterministic.
-    ``padding``: the classes of PATH_PADDING's pads, from rows with them (a pass of its own, so
-    the other classes keep the rows the op's own values give them)."""
+# Path classes met in passes of their own (path_rows' ``group``), after the others, so that the
+# others keep the rows the op's own values give them: PATH_PADDING's pads (from rows with them),
+# ceil_mode's dropped window (issue 38: a class the rows chosen for the others met only padded).
+PATH_GROUPS = (None, "padding", "ceil_dropped")
+
+
+def path_rows(op: str, have=(), group: str | None = None) -> list[dict]:
+    """Valid class rows that meet the path classes of ``group`` (PATH_GROUPS) the geometries
+    ``have`` (rank, tag, dtype) leave unmet: greedily, the row meeting the most first, then float32
+    (every kernel has it), then by _KERNEL_PREFERENCE and _STRIDE_PREFERENCE, then the product's
+    order. Deterministic. Only the "padding" group draws from rows with PATH_PADDING's pads."""
     names = list(MODEL[op])
     own = set(_valid_rows(op))
-    classes = {values: {c for c in found if (c[1] == "padding") == padding}
-               for values, found in _path_classes(op).items() if padding or values in own}
+    classes = {values: {c for c in found if (c[1] if c[1] in PATH_GROUPS else None) == group}
+               for values, found in _path_classes(op).items() if group == "padding" or values in own}
     geometries = _geometries(op)
     todo = set().union(*classes.values()).difference(
         *(classes.get(values, ()) for key in have for values in geometries.get(key, ())))
@@ -413,8 +428,8 @@ def generate() -> dict[str, list[dict]]:
             rows[_key(r)] = {**r, "classes": {**r["classes"], "core": "true"}}
         for r in map(functools.partial(geometry_row, op), covering_rows(op, have=list(rows))):
             rows.setdefault(_key(r), r)
-        for padding in (False, True):
-            for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows), padding=padding)):
+        for group in PATH_GROUPS:
+            for r in map(functools.partial(geometry_row, op), path_rows(op, have=list(rows), group=group)):
                 rows.setdefault(_key(r), {**r, "classes": {**r["classes"], "path": "true"}})
         out[op] = list(rows.values())
     return out

@@ -8,10 +8,13 @@ import importlib
 import pytest
 
 from poolgrad import reference
+from poolgrad.adapters import registry
+from poolgrad.adapters.base import Unsupported
 from poolgrad.cases import catalogue, families
 from poolgrad.cases.coverage import MODEL
 from poolgrad.cases.ids import geometry_tag, parse_id
 from poolgrad.reference import OPS, PoolSpec
+from poolgrad.reference.properties import case_properties
 
 CASES = catalogue()
 # The module, which `cases.catalogue` (the function) shadows as an attribute.
@@ -72,7 +75,8 @@ def test_id_reads_like_the_spec():
 
 
 def test_arrays_have_the_case_dtype_shape_and_are_read_only():
-    limits = {1: 11, 2: 9, 3: 5}  # the channels family needs three disjoint 3x3 windows
+    # the channels family needs three disjoint 3x3 windows; signed_zero_wide 64 windows of 3x3
+    limits = {1: 11, 2: 10, 3: 5}
     for c in CASES:
         dtype = reference.DTYPES[c.spec.dtype]
         assert c.input.dtype == dtype and c.grad_output.dtype == dtype, c.id
@@ -107,3 +111,47 @@ def test_family_definitions_are_checked(tmp_path, monkeypatch):
             catalogue_module._definitions()
     finally:
         catalogue_module._definitions.cache_clear()
+
+
+def _plans():
+    """Every framework path's pure planner, by (framework, variant)."""
+    return {(name, variant): (importlib.import_module(fw.worker(variant).planner).plan, variant)
+            for name, fw in registry.FRAMEWORKS.items() for variant in fw.variants}
+
+
+def _taken(plan, variant, cases):
+    return [c for c in cases if not isinstance(plan(c.spec, variant, c.input.shape), Unsupported)]
+
+
+def test_overflowing_sums_reach_every_path_that_averages_in_half_precision():
+    """Issue 38: a float16 mean written as extract_patches + reduce_mean gave inf, and no case
+    reached it. Every path that takes an average takes a case whose window sum overflows float16,
+    and one that overflows bfloat16 (the patch, reshape and global-mean idioms among them)."""
+    averages = [c for c in CASES if c.spec.op in ("avg_pool", "adaptive_avg_pool")]
+    overflowing = [c for c in averages if c.family.startswith("accumulation_sums") and c.spec.dtype in
+                   ("float16", "bfloat16") and "window_sum_overflows" in case_properties(c.spec, c.input)]
+    missing = []
+    for key, (plan, variant) in _plans().items():
+        if _taken(plan, variant, averages):
+            reaches = {c.spec.dtype for c in _taken(plan, variant, overflowing)}
+            missing += [(key, dtype) for dtype in sorted({"float16", "bfloat16"} - reaches)]
+    assert not missing
+
+
+def test_signed_zero_ties_reach_every_max_path():
+    """Issue 38: which tied zero a reduction returns shows only where its order does (one channel
+    in MLX, many windows in F.unfold + amax). Every path that takes max pooling takes a case whose
+    window ties +0.0 with -0.0, and the window-cutting paths one with a single channel."""
+    ties = [c for c in CASES if c.spec.is_max and c.family.startswith("signed_zero")
+            and "signed_zero_tie" in case_properties(c.spec, c.input)]
+    one_channel = [c for c in ties if c.input.shape[1] == 1]
+    missing = []
+    for key, (plan, variant) in _plans().items():
+        if not _taken(plan, variant, [c for c in CASES if c.spec.op == "max_pool"]):
+            continue
+        missing += [key] if not _taken(plan, variant, ties) else []
+        missing += [(key, "one channel")] if not _taken(plan, variant, one_channel) and _taken(
+            plan, variant, [c for c in CASES if c.spec.op == "max_pool" and c.spec.rank == 2
+                            and reference.resolve(c.spec, c.input.shape).kernel_size == (3, 3)
+                            and reference.resolve(c.spec, c.input.shape).stride == (1, 1)]) else []
+    assert not missing

@@ -9,6 +9,7 @@ from poolgrad.cases import coverage
 from poolgrad.cases.catalogue import geometry_rows
 from poolgrad.cases.ids import input_size, parse_geometry
 from poolgrad.reference import PoolSpec, resolve
+from poolgrad.reference.geometry import ceil_drops_window
 
 
 def test_committed_rows_and_doc_are_generated():
@@ -111,3 +112,27 @@ def test_rows_are_valid_geometry_with_their_size():
             spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **parse_geometry(r["tag"], r["rank"])})
             assert input_size(r["tag"], r["rank"]) == tuple(r["size"])
             assert min(resolve(spec, (1, 1, *r["size"])).out_shape) >= 1, r
+
+
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_every_path_that_takes_ceil_mode_meets_a_dropped_window_padded_and_unpadded(op):
+    """The rows themselves: each path whose planner takes a ceil_mode window that PyTorch's rule
+    drops (one that would start past the input: kernel 3, stride 4 on 8), with padding and
+    without, on some valid row takes a row with it (issue 38: PaddlePaddle returns that window,
+    and only padded rows met it)."""
+    names = list(coverage.MODEL[op])
+    wanted = {c for values in coverage._valid_rows(op)
+              for c in coverage.path_classes(op, dict(zip(names, values))) if c[1] == "ceil_dropped"}
+    met = set()
+    for path, (plan, variant) in coverage.PATHS.items():
+        for r in geometry_rows()[op]:
+            spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **parse_geometry(r["tag"], r["rank"])})
+            shape = (1, 1, *r["size"])
+            if isinstance(plan(spec, variant, shape), coverage.Unsupported) or not spec.ceil_mode:
+                continue
+            geom = resolve(spec, shape)
+            if any(ceil_drops_window(a.length, k, s, d, *pads) for a, k, s, d, pads
+                   in zip(geom.axes, geom.kernel_size, geom.stride, geom.dilation, geom.pads)):
+                met.add((path, "ceil_dropped", "padded" if any(map(any, geom.pads)) else "unpadded"))
+    assert {(path, "ceil_dropped", kind) for path in ("torch",) for kind in ("padded", "unpadded")} <= wanted
+    assert wanted <= met, sorted(wanted - met)
