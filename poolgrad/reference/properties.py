@@ -48,7 +48,7 @@ PROPERTIES = {
     "zero_window": "a window's real elements are all zero",
     "zero_power_sum": "lp_pool: a window's sum of x ** p over its real elements is exactly zero (all zeros, or terms that cancel)",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
-    "window_sum_overflows": "avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
+    "window_sum_overflows": "avg_pool, adaptive_avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
     "power_overflows": "lp_pool: some |x| ** p of a real element exceeds the dtype's largest finite value",
     "dilation": "the windows are dilated",
     "excludes_padding": "avg_pool with count_include_pad false: the divisor counts real elements only",
@@ -235,7 +235,7 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
         n_nan += real & np.isnan(v)
         n_neginf += real & np.isneginf(v)
         n_finite += real & np.isfinite(v)
-        if spec.op == "avg_pool":
+        if spec.op in ("avg_pool", "adaptive_avg_pool"):
             abs_sum += np.where(real, np.abs(v.astype(np.float64)), 0.0)
         if spec.op == "lp_pool":
             with np.errstate(over="ignore", invalid="ignore"):
