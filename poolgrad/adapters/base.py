@@ -40,6 +40,17 @@ class Target:
     def id(self) -> str:
         return f"{self.framework}-{self.variant}-{self.device}"
 
+    def rerun_args(self, test_name: str) -> list[str]:
+        """The command that runs test ``test_name`` (its case and draws) on this target alone,
+        under default options (the reports give it for a result: the record has no run options)."""
+        from .user_adapter import FRAMEWORK as USER
+        if self.framework == USER:
+            module, function = self.variant.rsplit(".", 1)
+            where = ["--target", f"{module}:{function}"]
+        else:
+            where = ["--frameworks", self.framework, "--variants", self.variant, "--devices", self.device]
+        return ["pytest", "--pyargs", "poolgrad", "-k", test_name, *where]
+
 
 @dataclasses.dataclass(frozen=True)
 class Unsupported:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import tomllib
+from pathlib import Path
 
 from .base import Target, Unsupported
 from .framework import Framework, WorkerSpec
@@ -55,9 +57,8 @@ USER = Framework("user", "poolgrad.adapters.user_adapter", "numpy", (), ())
 
 FRAMEWORKS = discover()
 
-# The frameworks that poolgrad's own plugin distributions (plugins/ in its repository) register,
-# so that naming one where its plugin is not installed says what to install.
-PLUGINS = {"paddle": "poolgrad-paddle", "mlx": "poolgrad-mlx", "tinygrad": "poolgrad-tinygrad"}
+# The frameworks poolgrad's own plugin distributions register: framework -> distribution (data).
+PLUGINS = tomllib.loads((Path(__file__).parent / "plugins.toml").read_text())
 
 
 def get(name: str) -> Framework:

@@ -17,7 +17,6 @@ from poolgrad.adapters.base import Target
 from poolgrad.cases.findings import IMPACTS
 from poolgrad.cases.model import _DRAW
 from poolgrad.reference import DTYPES
-from poolgrad.suite.options import rerun_args
 
 from . import arrays, reproducer, windows
 from .diff import Diff, describe, diff, policy_text
@@ -111,7 +110,7 @@ def rerun_line(rec: dict, case_ids=frozenset()) -> str:
     m = _DRAW.fullmatch(rec["case_id"])
     case = m["stem"] if m and m["stem"] in case_ids else rec["case_id"]
     name = f"{TEST_FUNCTIONS[mode_of(rec)]}[{case}-{rec['target']}]"
-    return shlex.join(rerun_args(name, Target(rec["framework"], rec["variant"], rec["device"])))
+    return shlex.join(Target(rec["framework"], rec["variant"], rec["device"]).rerun_args(name))
 
 
 def error_text(rec: dict) -> str:

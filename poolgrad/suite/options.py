@@ -153,21 +153,10 @@ def user_targets(values) -> list[Target]:
     return list(dict.fromkeys(targets))
 
 
-def rerun_args(test_name: str, target: Target) -> list[str]:
-    """The command that runs test ``test_name`` (its case and draws) on ``target`` alone, under
-    default options (the reports give it for a result: the record has no run options)."""
-    if target.framework == user_adapter.FRAMEWORK:
-        module, function = target.variant.rsplit(".", 1)
-        where = ["--target", f"{module}:{function}"]
-    else:
-        where = ["--frameworks", target.framework, "--variants", target.variant, "--devices", target.device]
-    return ["pytest", "--pyargs", "poolgrad", "-k", test_name, *where]
-
-
 def rerun_command(config, test_name: str, target: Target) -> str:
     """rerun_args with the options that decide its cases and its verdict (case file, findings,
     AD modes)."""
-    args = rerun_args(test_name, target)
+    args = target.rerun_args(test_name)
     if config.getoption("example"):
         args += ["--example", config.getoption("example")]
     elif config.getoption("case_file"):
