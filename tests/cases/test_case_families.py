@@ -261,6 +261,8 @@ CHECKS = {
     "zero_windows": zero_windows,
     "accumulation_routed": sums_inexact(1),
     "accumulation_sums": accumulation_sums,
+    "accumulation_sums_idioms": accumulation_sums,
+    "signed_zero_wide": lambda c: c.input.shape[1] == 1 and signed_zero(c),
     "random": tie_free,
     "large_nc": lambda c: c.input.shape[0] * c.input.shape[1] == 64 and tie_free(c),
     "empty_batch": lambda c: c.input.shape[0] == 0 and c.input.size == 0,
@@ -292,7 +294,8 @@ def test_value_families_share_every_geometry_call():
     """Value families are orthogonal to geometry: the random family's geometry rows are the
     compiled groups, and every other value family lands in them (no call of its own)."""
     groups = {(c.spec, c.input.shape) for c in CASES if c.family == "random"}
-    shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch"}
+    shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch", "accumulation_sums_idioms",
+                      "signed_zero_wide"}
     assert all((c.spec, c.input.shape) in groups for c in CASES if c.family not in shape_families)
 
 

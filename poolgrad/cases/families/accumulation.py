@@ -122,8 +122,10 @@ def window_sums(ctx: Context):
     ulp = 2.0 ** (np.floor(np.log2(top)) - info.nmant)
     for plane in flat_planes(x):
         if ctx.variant == "overflow":
-            # Distinct dtype values in the top binade; their sum overflows, each alone does not.
-            steps = ctx.rng.choice(2 ** info.nmant // 2, plane.size, replace=False)
+            # Dtype values in the top binade, distinct where the binade's upper half has enough
+            # (bfloat16's 64 do not fill a 5x5x5 plane); their sum overflows, each alone does not.
+            half_binade = 2 ** info.nmant // 2
+            steps = ctx.rng.choice(half_binade, plane.size, replace=plane.size > half_binade)
             power = top - steps * ulp
             plane[:] = power if ctx.spec.op != "lp_pool" else _root_below(power, ctx.spec.norm_type, ctx)
         else:
