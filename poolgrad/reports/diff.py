@@ -178,7 +178,7 @@ class Diff:
                                      g.was.label(), g.now.label()))
 
     def _worst(self, ids) -> int:
-        ranks = [list(kb.IMPACTS).index(self.findings[i]["impact"]) for i in ids if self.findings[i]["impact"]]
+        ranks = [kb.IMPACT_RANK[self.findings[i]["impact"]] for i in ids if self.findings[i]["impact"]]
         return max(ranks, default=-1)
 
     def to_dict(self) -> dict:
@@ -458,7 +458,7 @@ def _summary(d: Diff, style: Style) -> str:
     changes = [c for name in BEHAVIOUR for c in getattr(d, name)]
     failing = sum(c.now.outcome in ("fail", "behaviour_changed") for c in changes)
     now = {fid for c in changes for fid in c.now.findings if d.findings[fid]["impact"]}
-    worst = max(now, key=lambda fid: (list(kb.IMPACTS).index(d.findings[fid]["impact"]), fid), default=None)
+    worst = max(now, key=lambda fid: (kb.IMPACT_RANK[d.findings[fid]["impact"]], fid), default=None)
     return (f"{_count(len(d.new_divergences), 'new divergence')}, {len(d.fixed)} fixed, "
             f"{_count(len(d.behaviour_changes), 'behaviour change')}; {failing} of them failing now"
             + (f"; worst impact now: {d.findings[worst]['impact']} ({style.code(worst)})" if worst else ""))

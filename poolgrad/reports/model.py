@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 import ml_dtypes
 
 from poolgrad.adapters.base import Target
-from poolgrad.cases.findings import IMPACTS
+from poolgrad.cases.findings import IMPACT_RANK
 from poolgrad.cases.model import _DRAW
 from poolgrad.reference import DTYPES
 
@@ -140,7 +140,7 @@ def upstream_status(finding: dict) -> dict:
 
 def impact_rank(impact: str | None) -> int:
     """Higher is worse (IMPACTS runs harmless to worst); a finding without impact ranks lowest."""
-    return list(IMPACTS).index(impact) if impact in IMPACTS else -1
+    return IMPACT_RANK.get(impact, -1)
 
 
 def findings_hit(results) -> list[dict]:

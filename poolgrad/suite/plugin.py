@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 import pytest
 from _pytest.junitxml import xml_key
 
-from poolgrad.cases.findings import IMPACTS
+from poolgrad.cases.findings import IMPACT_RANK
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
@@ -151,8 +151,7 @@ def summary(counts: dict, explaining: dict, knowledge, targets, all_findings: bo
     if skipped:
         lines.append(f"skipped: {sum(n for n, _ in skipped)} (" + ", ".join(f"{verdict}: {n}" for n, verdict in skipped) + ")")
     by_id = {f.id: f for f in knowledge}
-    severity = {impact: i for i, impact in enumerate(IMPACTS)}
-    hit = sorted(explaining.items(), key=lambda kv: (-severity.get(by_id[kv[0]].impact, -1), -kv[1], kv[0]))
+    hit = sorted(explaining.items(), key=lambda kv: (-IMPACT_RANK.get(by_id[kv[0]].impact, -1), -kv[1], kv[0]))
     if hit:
         lines.append(f"findings hit: {len(hit)}, worst impact first (results, impact, finding: title):")
         shown = hit if all_findings else hit[:SUMMARY_FINDINGS]
