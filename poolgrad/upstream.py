@@ -15,11 +15,14 @@ fits in :data:`MAX_DRAFT_LINES`. A finding that has an upstream ``report`` gets 
 The reproducer (``<planner package>/upstream.py.j2``, extending
 ``reports/templates/upstream_base.py.j2``) is at most :data:`MAX_SCRIPT_LINES` lines of NumPy
 and the framework: the finding's example shrunk to the smallest box of one (n, c) plane that
-still shows the behaviour (:func:`shrinks`; where the framework is installed, the smallest whose
-reproducer exits 1 here, up to VERIFIED tries, else the example's own), the call written as
-the framework's users write it (from its planner's arguments), the expected values as literals
-computed here by poolgrad's NumPy reference (never by the framework under test), and a
-comparison that prints both and exits 1 while the behaviour holds, 0 once it does not.
+still shows the behaviour (:func:`shrinks`; repeated over the batch where the kernel is chosen
+by the call's size; those whose reproducer fits first; where the framework is installed, the
+first whose reproducer exits 1 here, up to VERIFIED tries, else the example's own), the call
+written as the framework's users write it (from its planner's arguments), the expected values as
+literals computed here by poolgrad's NumPy reference (never by the framework under test), and a
+comparison that prints both and exits 1 while the behaviour holds, 0 once it does not. Where the
+behaviour is that the call raises or the process dies, that is the exit status 1: the script
+prints what the call returns once it returns, and holds no expected values.
 """
 
 from __future__ import annotations
@@ -62,10 +65,11 @@ SCRIPT = "upstream.py.j2"
 MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
 SMALL = 16  # elements of an input that reads at a glance
-MAX_BOXES = 300  # boxes of a plane tried, smallest first (a 5x5x5 plane has 3,375)
+MAX_BOXES = 1000  # boxes of a plane tried, smallest first (a 4x4x4 plane has 1,000, a 5x5x5 one 3,375)
 VERIFY_TIMEOUT = 120  # seconds a reproducer is given when a draft checks its input
 VERIFIED = 4  # inputs a draft's reproducer is run on, smallest first, until one shows the behaviour
 WIDTH = 100  # characters per line of prose and of the reproducer's literals
+RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviour is that the call raises or dies
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
 # value, the spec, policies, verdict and impact names. A draft holds none of it.
@@ -124,7 +128,7 @@ def literal(a: np.ndarray, indent: int = 0, repeats: bool = True) -> str:
         return pprint.pformat(a.tolist(), width=WIDTH - indent, compact=True).replace("\n", "\n" + " " * indent)
     period = _period(a.ravel()) if repeats else a.size
     run = a.ravel()[:period]
-    if period <= a.size // 2 and np.array_equal(run, np.ldexp(1.0, np.arange(period))):
+    if period < a.size and np.array_equal(run, np.ldexp(1.0, np.arange(period))):
         return f"np.resize(np.ldexp(1.0, np.arange({period})), {a.shape})"
     if period <= a.size // 2:
         return f"np.resize({literal(run, indent + 10, repeats=False)}, {a.shape})"
@@ -195,13 +199,14 @@ def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | Non
     return out
 
 
-def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None) -> bool:
-    """Whether the case shows the finding: in its scope and, for a claim of values, with values
-    the reference says differ from the expected ones (``props``: the case's, where known)."""
+def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None, by_values: bool = True) -> bool:
+    """Whether the case shows the finding: in its scope and, for a claim of values (``by_values``),
+    with values the reference says differ from the expected ones (``props``: the case's, where
+    known)."""
     props = properties_of_cases(spec, [x])[0] if props is None else props
     if not f.in_scope(f"{spec.op}{x.ndim - 2}d", spec.dtype, props, call_elements=x.size, call_properties=lambda: props):
         return False
-    claim = claimed(f, spec, x, g, mode)
+    claim = claimed(f, spec, x, g, mode) if by_values else None
     if claim is None:
         return True
     want = expected(spec, x, g, mode)
@@ -209,27 +214,33 @@ def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = N
 
 
 def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Inputs and upstream gradients that show the finding, smallest first, the example's own
-    last: boxes of the first (n, c) plane that shows it, that plane, then the example (windows
-    never span planes). A finding about the size of the call or about other cases of it
-    (``min_call_elements``, ``when_call``) keeps them all. A claim of values is checked on each
-    box by the reference; a claim that names none (an error, a result by no rule) only by its
-    scope, so it is cut only to boxes whose case properties are the plane's own, and only where
-    the plane is too large to read (more than SMALL elements)."""
+    """Inputs and upstream gradients that may show the finding, smallest first, the example's
+    own last: boxes of the first (n, c) plane that shows it, that plane, then the example
+    (windows never span planes). A finding about the size of the call (``min_call_elements``)
+    gets each of them repeated over the batch up to that size. A claim of values is checked on
+    each box by the reference; a claim that names none (an error, a result by no rule, values
+    the example's own do not differ from) only by its scope, boxes of the plane's own case
+    properties first, and only where the plane is too large to read (more than SMALL elements).
+    The reference cannot tell whether a kernel shows it on a box of another kind or on a plane
+    without the call's other cases (``when_call``): a draft checks them by running them."""
     x, g = case.input, case.grad_output
-    if f.min_call_elements or f.when_call or x.size == 0:
-        ones = np.ones_like(g)  # a gradient of ones keeps a large call's expected gradient short
-        return [(x, ones), (x, g)] if shows(f, case.spec, x, ones, mode) else [(x, g)]
+    if x.size == 0:
+        return [(x, g)]
     spec = case.spec
+
+    def grown(xs, gs):  # the kernel is chosen by the call's size: the batch repeated up to it
+        n = -(-f.min_call_elements // xs.size) if f.min_call_elements else 1
+        return np.tile(xs, (n,) + (1,) * (xs.ndim - 1)), np.tile(gs, (n,) + (1,) * (gs.ndim - 1))
+
+    by_values = claimed(f, spec, x, g, mode) is not None and shows(f, spec, x, g, mode)
     plane = next(((x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1])
                   for n, c in itertools.product(range(x.shape[0]), range(x.shape[1]))
-                  if shows(f, spec, x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1], mode)), None)
+                  if shows(f, spec, *grown(x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1]), mode, by_values=by_values)), None)
     if plane is None:
         return [(x, g)]
     example, (x, g) = (x, g), plane
-    values_claimed = claimed(f, spec, x, g, mode) is not None
-    if spec.regions is not None or not (values_claimed or x.size > SMALL):
-        return [plane, example]  # regions are the input's: a box of it is another case
+    if spec.regions is not None or not (by_values or x.size > SMALL):
+        return [grown(*plane), example]  # regions are the input's: a box of it is another case
     props = properties_of_cases(spec, [x])[0]
     candidates = []  # (box input, its gradient, how far it is from the plane's kind)
     for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))[:MAX_BOXES]:
@@ -242,15 +253,17 @@ def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.nda
               else routing_probe((1, 1, *out.out_shape), spec.dtype, math.prod(a.taps for a in out.axes)))
         if isinstance(registry.plan(target, spec, xs.shape), Unsupported):
             continue
-        box_props = properties_of_cases(spec, [xs])[0]
-        if (values_claimed or box_props == props) and shows(f, spec, xs, gs, mode, box_props):
-            candidates.append((xs, gs, (box_props != props, gs.size == 1 < g.size)))
+        box_props, kind = properties_of_cases(spec, [xs])[0], gs.size == 1 < g.size
+        xs, gs = grown(xs, gs)
+        key = (box_props != props, kind)
+        if sum(c[2] == key for c in candidates) < VERIFIED - 2 and shows(f, spec, xs, gs, mode, box_props, by_values):
+            candidates.append((xs, gs, key))  # the smallest few of each kind
             if sum(c[2] == (False, False) for c in candidates) == VERIFIED - 2:
                 break  # as many of the best kind as a draft tries
     # A box of the plane's kind first, of more than one window where the plane has more: a
     # kernel may take another path on another kind (one-tap windows, no padding) or on a single
     # window (a compiler folds it), which the reference cannot tell.
-    return [(xs, gs) for xs, gs, _ in sorted(candidates, key=lambda c: c[2])][:VERIFIED - 2] + [plane, example]
+    return [(xs, gs) for xs, gs, _ in sorted(candidates, key=lambda c: c[2])] + [grown(*plane), example]
 
 
 def _boxes(spatial) -> list[tuple[slice, ...]]:
@@ -294,8 +307,9 @@ def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
     if not spec.is_max:  # sums are compared within poolgrad's bound: a few ulps of the dtype
         entry, info = tolerances.table()[spec.op][spec.dtype], ml_dtypes.finfo(spec.dtype)
         rtol, atol = entry["rtol_eps"] * float(info.eps), entry["atol_tiny"] * float(info.smallest_normal)
+    raises = f.verdict in RAISES  # the exception (the dead child) is what the script shows: no expected values
     values = np.concatenate([np.ravel(x).astype(np.float64), np.ravel(g).astype(np.float64),
-                             *[np.ravel(v).astype(np.float64) for v in want.values()]])
+                             *[np.ravel(v).astype(np.float64) for v in want.values() if not raises]])
     fw = registry.get(f.framework)
     text = template.render(
         f=f, spec=spec, call=call, variant=target.variant, device=target.device, mode=mode, dtype=spec.dtype,
@@ -304,7 +318,7 @@ def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
         x=literal(x, 4), g=literal(g, 4), t=literal(direction(spec, x), 4) if mode == "jvp" else None,
         expected=_dict_code({k: literal(v, 8) for k, v in want.items()}), rtol=rtol, atol=atol,
         divisor=_divisor(spec, geom), special=bool((~np.isfinite(values)).any()),
-        crash=f.verdict in ("crash", "timeout"))
+        crash=f.verdict in ("crash", "timeout"), raises=raises)
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
@@ -457,9 +471,13 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False, verify: boo
     case = example_case(f)
     target = target_of(f, case)
     mode = mode_of(f)
-    inputs = shrinks(f, case, target, mode)
-    x, g = inputs[0]
-    code = script(f, case, target, x, g, mode)
+    # The inputs a draft tries, those whose reproducer fits in MAX_SCRIPT_LINES first (else in
+    # the order shrinks() gives), the example's own last.
+    *smaller, example = shrinks(f, case, target, mode)
+    tried = [(xg, script(f, case, target, *xg, mode)) for xg in smaller]
+    tried.sort(key=lambda t: len(t[1].splitlines()) > MAX_SCRIPT_LINES)
+    inputs = [xg for xg, _ in tried[:VERIFIED - 1]] + [example]
+    (x, g), code = inputs[0], tried[0][1] if tried else script(f, case, target, *example, mode)
     if verify and registry.installed(f.framework):
         # The reference cannot tell which inputs a kernel treats otherwise (a compiler folds a
         # single window, a call on two channels takes another path): run the reproducer on each
