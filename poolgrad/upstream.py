@@ -242,18 +242,21 @@ def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.nda
     if spec.regions is not None or not (by_values or x.size > SMALL):
         return [grown(*plane), example]  # regions are the input's: a box of it is another case
     props = properties_of_cases(spec, [x])[0]
-    candidates = []  # (box input, its gradient, how far it is from the plane's kind)
+    boxes = []  # (box input, its geometry), smallest first
     for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))[:MAX_BOXES]:
         xs = x[(..., *box)]
         try:
             out = reference.resolve(spec, xs.shape)
         except reference.SpecError:
             continue
+        if not isinstance(registry.plan(target, spec, xs.shape), Unsupported):
+            boxes.append((xs, out))
+    candidates = []  # (box input, its gradient, how far it is from the plane's kind)
+    # The boxes' case properties at once: boxes of one shape are walked together.
+    for (xs, out), box_props in zip(boxes, properties_of_cases(spec, [xs for xs, _ in boxes])):
         gs = (np.full((1, 1, *out.out_shape), g.flat[0], dtype=g.dtype) if np.all(g == g.flat[0])
               else routing_probe((1, 1, *out.out_shape), spec.dtype, math.prod(a.taps for a in out.axes)))
-        if isinstance(registry.plan(target, spec, xs.shape), Unsupported):
-            continue
-        box_props, kind = properties_of_cases(spec, [xs])[0], gs.size == 1 < g.size
+        kind = gs.size == 1 < g.size
         xs, gs = grown(xs, gs)
         key = (box_props != props, kind)
         if sum(c[2] == key for c in candidates) < VERIFIED - 2 and shows(f, spec, xs, gs, mode, box_props, by_values):
