@@ -32,7 +32,8 @@ def discover(entry_points=None) -> dict[str, Framework]:
     if entry_points is None:
         entry_points = importlib.metadata.entry_points(group=ENTRY_POINTS)
     found: dict[str, Framework] = {}
-    for ep in entry_points:
+    # by name: the order in which distributions were installed (sys.path's) decides nothing
+    for ep in sorted(entry_points, key=lambda ep: ep.name):
         where = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINTS})"
         record = ep.load()
         if not isinstance(record, Framework):
