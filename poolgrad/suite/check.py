@@ -17,7 +17,7 @@ from poolgrad.json_values import encode_array
 from poolgrad.verdicts import ad_modes, tolerances
 from poolgrad.verdicts.sums import routes_as
 from poolgrad.verdicts.classify import close
-from poolgrad.verdicts.compare import identical
+from poolgrad.verdicts.compare import identical, within
 from poolgrad.verdicts.verdict import json_value
 
 from .call import FrameworkCall, Group, op_name
@@ -139,13 +139,8 @@ def _rounding_only(ref, first: Outcome) -> bool:
     for side, (got, want) in enumerate(((first.forward, ref.expected_forward), (first.grad_input, ref.expected_grad_input))):
         if got is None or np.shape(got) != want.shape:
             return False
-        got, want = np.asarray(got, np.float64), want.astype(np.float64)
-        finite = np.isfinite(want)
-        if not (np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
-                and np.isfinite(got[finite]).all()):
-            return False
-        scale = np.maximum(np.abs(want), np.abs(ref.magnitude()[side]))[finite]
-        if not (np.abs(got[finite] - want[finite]) <= tolerances.bound(ref.spec.op, coarse, scale)).all():
+        scale = np.maximum(np.abs(want.astype(np.float64)), np.abs(ref.magnitude()[side].astype(np.float64)))
+        if not within(got, want, tolerances.bound(ref.spec.op, coarse, scale)).all():
             return False
     return True
 
