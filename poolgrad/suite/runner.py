@@ -69,7 +69,7 @@ class GroupRunner:
         if not len(case.input) or not outcomes[i].ran or outcomes[i].info.get("alone"):
             return
         alone = self._run_filled(call, case)
-        if difference := differs_alone(outcomes[i], alone):
+        if difference := differs_alone(outcomes[i], alone, call.reference(case)):
             outcomes[i] = alone
             alone.info.update(alone=True, stacked=f"stacked with {len(call.cases) - 1} other cases: {difference}")
 

@@ -39,15 +39,31 @@ def test_a_misspelt_property_is_refused():
 
 
 def test_differs_alone_compares_bits_but_not_nan_payloads():
-    a = np.array([1.0, np.nan])
-    payload = a.copy()
-    payload.view(np.uint64)[1] |= 1
-    assert differs_alone(Outcome(OK, forward=a, grad_input=a), Outcome(OK, forward=payload, grad_input=a)) == ""
-    assert differs_alone(Outcome(OK, forward=a, grad_input=a), Outcome(OK, forward=a, grad_input=-a)) == \
+    case = make_case("pair", "t", SPEC, [[[1.0, np.nan]]])
+    ref = FrameworkCall.alone(Target("fw", "mask", "cpu"), case).reference(case)
+    y, a = np.array([[[np.nan]]]), np.array([[[1.0, np.nan]]])
+    payload = y.copy()
+    payload.view(np.uint64)[...] |= 1
+    assert differs_alone(Outcome(OK, forward=y, grad_input=a), Outcome(OK, forward=payload, grad_input=a), ref) == ""
+    assert differs_alone(Outcome(OK, forward=y, grad_input=a), Outcome(OK, forward=y, grad_input=-a), ref) == \
         "grad_input differ from the case alone"
-    assert differs_alone(Outcome(OK, forward=a, grad_input=np.array([-0.0, np.nan])),
-                         Outcome(OK, forward=a, grad_input=np.array([0.0, np.nan])))
-    assert differs_alone(Outcome(OK, forward=a), Outcome(CRASH, message="SIGABRT")).startswith("ok stacked, crash alone")
+    assert differs_alone(Outcome(OK, forward=y, grad_input=np.array([[[-0.0, np.nan]]])),
+                         Outcome(OK, forward=y, grad_input=np.array([[[0.0, np.nan]]])), ref)
+    assert differs_alone(Outcome(OK, forward=y), Outcome(CRASH, message="SIGABRT"), ref).startswith(
+        "ok stacked, crash alone")
+
+
+def test_differs_alone_takes_a_sum_rounded_in_another_order_for_the_same():
+    """CUDA's adaptive average pooling adds overlapping bins' shares with atomics: the last bit of
+    a gradient changes from call to call, stacked or alone. Another case's values are a write."""
+    spec = PoolSpec("adaptive_avg_pool", output_size=3, dtype="float32")
+    case = make_case("bins", "t", spec, np.linspace(-1, 1, 20, dtype=np.float32).reshape(1, 2, 10))
+    ref = FrameworkCall.alone(Target("fw", "mask", "cpu"), case).reference(case)
+    y, g = ref.expected_forward, ref.expected_grad_input
+    last_bit = np.nextafter(g, np.float32(np.inf))
+    assert differs_alone(Outcome(OK, forward=y, grad_input=g), Outcome(OK, forward=y, grad_input=last_bit), ref) == ""
+    assert differs_alone(Outcome(OK, forward=y, grad_input=g + 0.5), Outcome(OK, forward=y, grad_input=g), ref) == \
+        "grad_input differ from the case alone"
 
 
 def test_filled_repeats_the_case_to_the_stacks_planes():
