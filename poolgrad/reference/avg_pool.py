@@ -1,4 +1,4 @@
-"""avg_pool and adaptive_avg_pool: the window sum divided by a divisor, and its transpose.
+"""avg_pool, adaptive_avg_pool and segment_avg_pool: the window sum divided by a divisor, and its transpose.
 ``acc`` is the dtype the sums are kept in (accumulate.py): float64 for the spec."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ def divisor(spec: PoolSpec, plan: TapPlan) -> np.ndarray:
     reproduces PyTorch's clipping of ceil_mode windows), else the real elements only."""
     if spec.divisor_override is not None:
         return np.asarray(float(spec.divisor_override))
+    if spec.is_segment:  # an empty segment's mean is 0 (SPEC.md, segment_avg_pool)
+        return np.maximum(plan.geom.window_counts("in_input"), 1).astype(np.float64)
     which = "in_padded" if spec.count_include_pad and not spec.is_adaptive else "in_input"
     return plan.geom.window_counts(which).astype(np.float64)
 

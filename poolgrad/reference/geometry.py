@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import SpecError
 from .fractional_max_pool import region_bounds
+from .segment_pool import members
 from .spec import PoolSpec
 
 
@@ -177,6 +178,12 @@ def resolve(spec: PoolSpec, input_shape) -> Geometry:
         sizes = tuple(length if s is None else s for s, length in zip(sizes, spatial))
         return Geometry(spatial, tuple(adaptive_axis(L, o) for L, o in zip(spatial, sizes)),
                         None, None, None, None)
+    if spec.is_segment:
+        if rank != 1:
+            raise SpecError("input", f"{spec.op} pools one axis of items: the input is (N, C, items), got shape "
+                            f"{tuple(input_shape)}")
+        positions, inside = members(spec.segment_ids, spec.num_segments, spatial[0])
+        return Geometry(spatial, (AxisWindows(spatial[0], positions, inside, inside),), None, None, None, None)
     if spec.regions is not None:
         return Geometry(spatial, tuple(bins_axis(L, start, stop) for L, (start, stop) in
                                        zip(spatial, region_bounds(spec.regions, spatial))), None, None, None, None)

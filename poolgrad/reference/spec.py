@@ -14,9 +14,12 @@ from typing import Any, Mapping
 from .dtypes import DTYPES, dtype_from_name
 from .errors import SpecError
 from .fractional_max_pool import parse_regions
+from .segment_pool import parse_num_segments, parse_segment_ids
 
-OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool", "fractional_max_pool")
-MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool")
+OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool", "fractional_max_pool",
+       "segment_max_pool", "segment_avg_pool")
+MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool")
+SEGMENT_OPS = ("segment_max_pool", "segment_avg_pool")
 ADAPTIVE_OPS = ("adaptive_max_pool", "adaptive_avg_pool")
 
 # Which optional fields each op takes; a field outside its op's set is an error, not ignored.
@@ -28,9 +31,11 @@ APPLIES = {
     "adaptive_max_pool": {"output_size"},
     "adaptive_avg_pool": {"output_size"},
     "fractional_max_pool": {"regions"},
+    "segment_max_pool": {"segment_ids", "num_segments"},
+    "segment_avg_pool": {"segment_ids", "num_segments"},
 }
 FIELDS = ("op", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "count_include_pad",
-          "divisor_override", "norm_type", "output_size", "regions", "dtype")
+          "divisor_override", "norm_type", "output_size", "regions", "segment_ids", "num_segments", "dtype")
 _OP_WITH_RANK = re.compile(r"^(?P<op>[a-z_]+?)(?P<rank>[123])d$")
 
 
@@ -103,6 +108,8 @@ class PoolSpec:
     norm_type: float | None = None
     output_size: Any = None
     regions: Any = None   # fractional_max_pool: per spatial dim, ((start, stop), ...)
+    segment_ids: Any = None   # segment ops: one id per item of the pooled axis, (id, ...)
+    num_segments: int | None = None
     dtype: str | None = None
     rank: int | None = None
 
@@ -141,6 +148,16 @@ class PoolSpec:
             if rank is not None and len(kw["regions"]) != rank:
                 raise SpecError("regions", f"has {len(kw['regions'])} dims of regions but {op}{rank}d has {rank}; "
                                 "give one list of regions per spatial dim")
+        elif op in SEGMENT_OPS:
+            if rank not in (None, 1):
+                raise SpecError("rank", f"{op} pools one axis of items: its input is (N, C, items), so "
+                                f"{op}1d or no rank, got {rank}d")
+            for field in ("num_segments", "segment_ids"):
+                if d.get(field) is None:
+                    raise SpecError(field, f"required for {op}: num_segments (a positive integer) and segment_ids "
+                                    "(one id per item, 0 <= id < num_segments)")
+            kw["num_segments"] = parse_num_segments(d["num_segments"])
+            kw["segment_ids"] = parse_segment_ids(d["segment_ids"], kw["num_segments"])
         else:
             if d.get("kernel_size") is None:
                 raise SpecError("kernel_size", f"required for {op}: a positive int or one per spatial dim")
@@ -184,6 +201,10 @@ class PoolSpec:
     @property
     def is_max(self) -> bool:
         return self.op in MAX_OPS
+
+    @property
+    def is_segment(self) -> bool:
+        return self.op in SEGMENT_OPS
 
     @property
     def is_adaptive(self) -> bool:
