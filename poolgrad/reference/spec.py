@@ -14,11 +14,14 @@ from typing import Any, Mapping
 from .dtypes import DTYPES, dtype_from_name
 from .errors import SpecError
 from .fractional_max_pool import parse_regions
+from .roi_pool import parse_boxes, parse_output_size, parse_sampling_ratio, parse_scale
 from .segment_pool import parse_num_segments, parse_segment_ids
 
 OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool", "fractional_max_pool",
-       "segment_max_pool", "segment_avg_pool")
-MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool")
+       "segment_max_pool", "segment_avg_pool", "roi_pool", "roi_align")
+MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool", "roi_pool")
+# Output (K boxes, C, ph, pw): its first dim is not the input's N, so their cases are not stacked along N.
+ROI_OPS = ("roi_pool", "roi_align")
 SEGMENT_OPS = ("segment_max_pool", "segment_avg_pool")
 ADAPTIVE_OPS = ("adaptive_max_pool", "adaptive_avg_pool")
 
@@ -33,9 +36,12 @@ APPLIES = {
     "fractional_max_pool": {"regions"},
     "segment_max_pool": {"segment_ids", "num_segments"},
     "segment_avg_pool": {"segment_ids", "num_segments"},
+    "roi_pool": {"boxes", "output_size", "spatial_scale"},
+    "roi_align": {"boxes", "output_size", "spatial_scale", "sampling_ratio", "aligned"},
 }
 FIELDS = ("op", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "count_include_pad",
-          "divisor_override", "norm_type", "output_size", "regions", "segment_ids", "num_segments", "dtype")
+          "divisor_override", "norm_type", "output_size", "regions", "segment_ids", "num_segments",
+          "boxes", "spatial_scale", "sampling_ratio", "aligned", "dtype")
 _OP_WITH_RANK = re.compile(r"^(?P<op>[a-z_]+?)(?P<rank>[123])d$")
 
 
@@ -83,6 +89,11 @@ def _bool(field, value):
     return value
 
 
+def _given(d: Mapping, field: str, default):
+    """``d[field]``, or ``default`` where it is absent or null."""
+    return default if d.get(field) is None else d[field]
+
+
 def _plain(v):
     """Tuples as lists (JSON's arrays). Module level: a recursive closure is a reference
     cycle per call, left to the cyclic garbage collector."""
@@ -110,6 +121,10 @@ class PoolSpec:
     regions: Any = None   # fractional_max_pool: per spatial dim, ((start, stop), ...)
     segment_ids: Any = None   # segment ops: one id per item of the pooled axis, (id, ...)
     num_segments: int | None = None
+    boxes: Any = None   # RoI ops: ((batch_index, x1, y1, x2, y2), ...)
+    spatial_scale: float | None = None
+    sampling_ratio: int | None = None
+    aligned: bool | None = None
     dtype: str | None = None
     rank: int | None = None
 
@@ -158,6 +173,18 @@ class PoolSpec:
                                     "(one id per item, 0 <= id < num_segments)")
             kw["num_segments"] = parse_num_segments(d["num_segments"])
             kw["segment_ids"] = parse_segment_ids(d["segment_ids"], kw["num_segments"])
+        elif op in ROI_OPS:
+            if rank not in (None, 2):
+                raise SpecError("rank", f"{op} pools boxes of (N, C, H, W) images: {op}2d or no rank, got {rank}d")
+            for field in ("boxes", "output_size"):
+                if d.get(field) is None:
+                    raise SpecError(field, f"required for {op}: boxes (a list of [batch_index, x1, y1, x2, y2]) "
+                                    "and output_size (an int or [height, width])")
+            kw.update(boxes=parse_boxes(d["boxes"]), output_size=parse_output_size(d["output_size"]),
+                      spatial_scale=parse_scale(_given(d, "spatial_scale", 1.0)))
+            if op == "roi_align":  # torchvision's defaults
+                kw["sampling_ratio"] = parse_sampling_ratio(_given(d, "sampling_ratio", -1))
+                kw["aligned"] = _bool("aligned", _given(d, "aligned", False))
         else:
             if d.get("kernel_size") is None:
                 raise SpecError("kernel_size", f"required for {op}: a positive int or one per spatial dim")
@@ -201,6 +228,10 @@ class PoolSpec:
     @property
     def is_max(self) -> bool:
         return self.op in MAX_OPS
+
+    @property
+    def is_roi(self) -> bool:
+        return self.op in ROI_OPS
 
     @property
     def is_segment(self) -> bool:
