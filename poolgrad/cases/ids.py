@@ -7,7 +7,9 @@ A geometry tag is the spec's window in short form, in this order (defaults omitt
 adaptive ops use ``o<output_size>``; fractional_max_pool writes its regions, per dim (dims
 joined by ``x``), as ``k<size>r<start>.<start>...`` where every region of a dim has one size
 (``k2r0.1.3.4`` : [0, 2), [1, 3), [3, 5), [4, 6)), else as ``r<start>_<stop>.<start>_<stop>...``
-(``r0_2.2_3.3_5``). A size that differs between spatial dims is written per
+(``r0_2.2_3.3_5``). Segment ops write their ids: sorted ids as the size of every segment,
+``c<size>.<size>...`` (``c2.0.1`` : ids [0, 0, 2], 3 segments), others as ``s<num_segments>g<id>.<id>...``
+(``s4g2.0.2.1``); their input's length is the number of ids. A size that differs between spatial dims is written per
 dim, ``k7x4``. The input's spatial size ends the tag as ``i<size>`` (``i7x4``) unless it is
 the catalogue's default for the rank (8, 6x6, 4x4x4). A tag is both the definition and the id.
 """
@@ -16,13 +18,16 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from poolgrad.reference import PoolSpec
+from poolgrad.reference.segment_pool import is_sorted
 
 _N = r"\d+(?:x\d+)*"  # one size, or one per spatial dim
 _STARTS = r"\d+(?:\.\d+)*"           # one dim's region starts
 _PAIRS = r"\d+_\d+(?:\.\d+_\d+)*"   # one dim's [start, stop) pairs
 _TAG = re.compile(
-    rf"^(?:o(?P<o>{_N})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
+    rf"^(?:o(?P<o>{_N})|c(?P<sc>{_STARTS})|s(?P<sn>\d+)g(?P<sg>{_STARTS})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
     rf"|k(?P<k>{_N})s(?P<s>{_N})"
     rf"(?:p(?P<p>{_N})(?:_(?P<pa>\d+))?|(?P<same>SAME))?(?:d(?P<d>{_N}))?(?P<ceil>ceil)?"
     rf"(?P<cip0>cip0)?(?:div(?P<div>\d+))?(?:n(?P<n>\d+(?:\.\d+)?))?)(?:i(?P<i>{_N}))?$")
@@ -49,6 +54,11 @@ def parse_geometry(tag: str, rank: int) -> dict:
         raise ValueError(f"not a geometry tag: {tag!r}")
     if m["o"]:
         return {"output_size": _sizes(m["o"])}
+    if m["sc"]:
+        counts = [int(c) for c in m["sc"].split(".")]
+        return {"segment_ids": [s for s, c in enumerate(counts) for _ in range(c)], "num_segments": len(counts)}
+    if m["sg"]:
+        return {"segment_ids": [int(s) for s in m["sg"].split(".")], "num_segments": int(m["sn"])}
     if m["fr"]:
         return {"regions": [[[int(b) for b in pair.split("_")] for pair in dim.split(".")]
                             for dim in m["fr"].split("x")]}
@@ -82,6 +92,8 @@ def input_size(tag: str, rank: int) -> tuple[int, ...]:
     m = _TAG.match(tag)
     if not m:
         raise ValueError(f"not a geometry tag: {tag!r}")
+    if m["sc"] or m["sg"]:
+        return (len(parse_geometry(tag, rank)["segment_ids"]),)
     if not m["i"]:
         return DEFAULT_SIZE[rank]
     size = _sizes(m["i"])
@@ -93,6 +105,10 @@ def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
     suffix = "" if size is None or tuple(size) == DEFAULT_SIZE[len(size)] else f"i{_text(tuple(size))}"
     if spec.is_adaptive:
         return f"o{_text(spec.output_size)}{suffix}"
+    if spec.is_segment:  # the ids give the input's length: no size suffix
+        if is_sorted(spec.segment_ids):
+            return "c" + ".".join(map(str, np.bincount(spec.segment_ids, minlength=spec.num_segments)))
+        return f"s{spec.num_segments}g" + ".".join(map(str, spec.segment_ids))
     if spec.regions is not None:
         return _regions_tag(spec.regions) + suffix
     tag = f"k{_text(spec.kernel_size)}s{_text(spec.stride)}"

@@ -18,6 +18,7 @@ import numpy as np
 from .accumulate import scatter_taps
 from .dtypes import work_dtype
 from .geometry import ceil_drops_window, same_padding
+from .segment_pool import is_sorted
 from .spec import PoolSpec
 from .taps import plan_for
 
@@ -48,7 +49,7 @@ PROPERTIES = {
     "zero_window": "a window's real elements are all zero",
     "zero_power_sum": "lp_pool: a window's sum of x ** p over its real elements is exactly zero (all zeros, or terms that cancel)",
     "power_sum_overflows": "lp_pool: a window's sum of |x| ** p exceeds the dtype's largest finite value",
-    "window_sum_overflows": "avg_pool, adaptive_avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
+    "window_sum_overflows": "avg_pool, adaptive_avg_pool, segment_avg_pool: a window's sum of |x| exceeds the dtype's largest finite value",
     "power_overflows": "lp_pool: some |x| ** p of a real element exceeds the dtype's largest finite value",
     "dilation": "the windows are dilated",
     "excludes_padding": "avg_pool with count_include_pad false: the divisor counts real elements only",
@@ -68,6 +69,8 @@ PROPERTIES = {
     "adaptive_unit_last_axis": "adaptive pooling whose output length or input length is 1 on the last spatial axis",
     "fractional_unit_steps": "fractional regions of one size that start at every position along some axis (output + size - 1 = input length)",
     "fractional_bounds_outnumber_input": "fractional pooling whose region bounds (regions + 1 per axis), multiplied over the axes, outnumber the input's elements (N·C·spatial)",
+    "unsorted_segment_ids": "segment pooling whose segment_ids are not in increasing order",
+    "one_element_segment": "segment pooling with a segment of one item",
 }
 
 
@@ -139,6 +142,10 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
             len({stop - start for start, stop in dim}) == 1 and [start for start, _ in dim] == list(range(len(dim)))
             and dim[-1][1] == a.length for dim, a in zip(spec.regions, geom.axes)):
         found.add("fractional_unit_steps")
+    if spec.is_segment and not is_sorted(spec.segment_ids):
+        found.add("unsorted_segment_ids")
+    if spec.is_segment and (geom.window_counts("in_input") == 1).any():
+        found.add("one_element_segment")
     unit = [spec.is_adaptive and (a.length == 1 or a.out == 1) for a in geom.axes]
     if any(unit):
         found.add("adaptive_unit_axis")
@@ -235,7 +242,7 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
         n_nan += real & np.isnan(v)
         n_neginf += real & np.isneginf(v)
         n_finite += real & np.isfinite(v)
-        if spec.op in ("avg_pool", "adaptive_avg_pool"):
+        if spec.op.endswith("avg_pool"):
             abs_sum += np.where(real, np.abs(v.astype(np.float64)), 0.0)
         if spec.op == "lp_pool":
             with np.errstate(over="ignore", invalid="ignore"):

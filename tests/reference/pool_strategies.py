@@ -29,6 +29,11 @@ def specs(draw, op, rank, spatial):
             lambda start, L=L: st.tuples(st.just(start), st.integers(start + 1, L)).map(list)),
             min_size=1, max_size=4)) for L in spatial]
         return d
+    if op.startswith("segment"):  # rank 1: any ids, sorted or not, empty segments
+        d["num_segments"] = draw(st.integers(1, spatial[0] + 2))
+        d["segment_ids"] = draw(st.lists(st.integers(0, d["num_segments"] - 1), min_size=spatial[0],
+                                         max_size=spatial[0]))
+        return d
     if op.startswith("adaptive"):
         sizes = st.integers(1, max(spatial) + 2) | st.none()
         d["output_size"] = _per_axis(draw, rank, sizes, scalar_ok=False)

@@ -66,6 +66,10 @@ def axis_windows(spec, spatial):
     if spec["op"].startswith("fractional"):
         # fractional_max_pool: the spec lists each dim's regions, [start, stop) pairs.
         return [[[(p, True) for p in range(start, stop)] for start, stop in dim] for dim in spec["regions"]]
+    if spec["op"].startswith("segment"):
+        # segment ops (rank 1): segment s pools the items whose id is s, in item order.
+        return [[[(p, True) for p in range(spatial[0]) if spec["segment_ids"][p] == s]
+                 for s in range(spec["num_segments"])]]
     if spec["op"].startswith("adaptive"):
         sizes = _per_axis(spec["output_size"], rank)
         return [_adaptive_axis(L, L if o is None else o) for L, o in zip(spatial, sizes)]
@@ -102,6 +106,8 @@ def _max_window(values, tie, nan):
 def _avg_window(spec, values, taps_in_padded, g):
     if spec.get("divisor_override"):
         divisor = spec["divisor_override"]
+    elif spec["op"].startswith("segment"):
+        divisor = max(len(values), 1)   # an empty segment's mean is 0 (SPEC.md)
     elif spec.get("count_include_pad", True) and not spec["op"].startswith("adaptive"):
         divisor = taps_in_padded
     else:

@@ -29,6 +29,16 @@ MAX2 = {"op": "max_pool", "kernel_size": 2}
     ({"op": "adaptive_max_pool", "output_size": 0}, "output_size", "positive"),
     ({"op": "max_pool"}, "kernel_size", "positive"),
     ({**MAX2, "colour": "red"}, "colour", "allowed keys"),
+    ({"op": "segment_max_pool", "segment_ids": [0, 1]}, "num_segments", "positive integer"),
+    ({"op": "segment_avg_pool", "num_segments": 2}, "segment_ids", "one id per item"),
+    ({"op": "segment_max_pool", "num_segments": 0, "segment_ids": [0]}, "num_segments", "positive"),
+    ({"op": "segment_max_pool", "num_segments": 2, "segment_ids": [0, 2]}, "segment_ids", "raise num_segments"),
+    ({"op": "segment_max_pool", "num_segments": 2, "segment_ids": [0, -1]}, "segment_ids", "0 <= id"),
+    ({"op": "segment_max_pool", "num_segments": 2, "segment_ids": [0, 0.5]}, "segment_ids", "integers"),
+    ({"op": "segment_max_pool", "num_segments": 2, "segment_ids": []}, "segment_ids", "non-empty"),
+    ({"op": "segment_max_pool2d", "num_segments": 2, "segment_ids": [0, 1]}, "rank", "segment_max_pool1d"),
+    ({"op": "segment_max_pool", "num_segments": 2, "segment_ids": [0, 1], "kernel_size": 2}, "kernel_size",
+     "segment_ids"),
 ])
 def test_bad_spec_names_its_field(spec_dict, field, allowed):
     with pytest.raises(SpecError) as err:
@@ -78,3 +88,12 @@ def test_framework_forbidden_geometry_is_valid_here():
     x = np.array([[[5.0]]])
     assert forward(spec, x).tolist() == [[[5.0, -np.inf]]]
     assert backward(spec, x, np.array([[[1.0, 7.0]]])).tolist() == [[[1.0]]]
+
+
+@pytest.mark.parametrize("shape, problem", [((1, 1, 3), "has 2 ids but the input has 3 items"),
+                                            ((1, 1, 2, 2), "one axis of items")])
+def test_segment_ids_must_fit_the_input(shape, problem):
+    s = PoolSpec.from_dict({"op": "segment_max_pool", "num_segments": 2, "segment_ids": [1, 0]})
+    with pytest.raises(SpecError) as err:
+        forward(s, np.zeros(shape))
+    assert problem in str(err.value)

@@ -47,12 +47,12 @@ def expected(spec_dict, x, g, dtype, tie="first", nan="propagate"):
 
 @st.composite
 def max_cases(draw, op, dtype):
-    shape = draw(shapes())
+    shape = draw(shapes(1 if op.startswith("segment") else None))
     return draw(specs(op, len(shape) - 2, shape[2:])), draw(inputs(shape, dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op", ["max_pool", "adaptive_max_pool", "fractional_max_pool"])
+@pytest.mark.parametrize("op", ["max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool"])
 @FEW
 @given(data=st.data())
 def test_max_ops_match_loop_under_every_policy(op, dtype, data):
@@ -77,11 +77,11 @@ def test_max_ops_match_loop_under_every_policy(op, dtype, data):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op", ["avg_pool", "lp_pool", "adaptive_avg_pool"])
+@pytest.mark.parametrize("op", ["avg_pool", "lp_pool", "adaptive_avg_pool", "segment_avg_pool"])
 @FEW
 @given(data=st.data())
 def test_averaging_ops_match_loop(op, dtype, data):
-    shape = data.draw(shapes())
+    shape = data.draw(shapes(1 if op.startswith("segment") else None))
     spec_dict = data.draw(specs(op, len(shape) - 2, shape[2:]))
     x = data.draw(inputs(shape, dtype))
     if not float(spec_dict.get("norm_type", 1)).is_integer():

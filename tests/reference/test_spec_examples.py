@@ -111,3 +111,16 @@ def test_fractional_regions(regions, y, dx):
     x = one_d([1, 5, 2, 4, 3])
     assert forward(s, x)[0, 0].tolist() == y
     assert backward(s, x, one_d([1, 2, 4]))[0, 0].tolist() == dx
+
+
+def test_segment_pooling():
+    # ids [2, 0, 2, 0, 3], 4 segments: segment 1 is empty, 0 holds a tie, 3 one item.
+    ids = dict(segment_ids=[2, 0, 2, 0, 3], num_segments=4)
+    x, g = one_d([1, 5, 3, 5, 2]), one_d([1, 2, 4, 8])
+    s = spec(op="segment_max_pool", **ids)
+    assert forward(s, x)[0, 0].tolist() == [5, -INF, 3, 2]
+    assert backward(s, x, g)[0, 0].tolist() == [0, 1, 4, 0, 8]
+    assert backward(s, x, g, tie="split")[0, 0].tolist() == [0, 0.5, 4, 0.5, 8]
+    a = spec(op="segment_avg_pool", **ids)
+    assert forward(a, x)[0, 0].tolist() == [5, 0, 2, 2]
+    assert backward(a, x, g)[0, 0].tolist() == [2, 0.5, 2, 0.5, 8]
