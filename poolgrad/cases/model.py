@@ -13,6 +13,8 @@ import numpy as np
 from poolgrad.reference import PoolSpec, resolve
 from poolgrad.reference.dtypes import dtype_from_name
 from poolgrad.reference.probes import routing_probe
+from poolgrad.reference import roi_pool
+from poolgrad.reference.taps import plan_for
 
 from .windows import without_dtype
 
@@ -37,8 +39,11 @@ class Case:
     def group_key(self) -> tuple:
         """Cases with equal keys run as one framework call, stacked along N: the same spec
         (dtype included), channel count and spatial shape. Empty-batch cases keep a call of
-        their own, so the framework meets the empty tensor itself."""
-        return json.dumps(self.spec.to_dict(), sort_keys=True), self.input.shape[1:], self.input.shape[0] == 0
+        their own, so the framework meets the empty tensor itself, and so do RoI cases: their
+        output's first dim is the boxes', each naming its image by index, so a stack would have to
+        renumber every case's boxes and split the outputs by box, not by plane."""
+        alone = self.input.shape[0] == 0 or (self.id if self.spec.is_roi else False)
+        return json.dumps(self.spec.to_dict(), sort_keys=True), self.input.shape[1:], alone
 
 
 _DRAW = re.compile(r"(?P<stem>.+)~[1-9][0-9]*")
@@ -93,5 +98,8 @@ def _out_shape_and_fan_in(spec: PoolSpec, spatial_shape: tuple[int, ...]) -> tup
 
 def default_grad_output(spec: PoolSpec, input_shape) -> np.ndarray:
     """The routing probe over the forward output of ``spec`` on an input of ``input_shape``."""
+    if spec.is_roi:
+        plan = plan_for(spec, tuple(input_shape))
+        return routing_probe(plan.out_shape(), spec.dtype, roi_pool.fan_in(plan))
     out_spatial, fan_in = _out_shape_and_fan_in(without_dtype(spec), tuple(input_shape[2:]))
     return routing_probe(tuple(input_shape[:2]) + out_spatial, spec.dtype, fan_in)

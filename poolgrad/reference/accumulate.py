@@ -97,7 +97,7 @@ def _scatter_per_axis(size: int, flat_index: np.ndarray, values: np.ndarray, acc
 def scatter_taps(plan, shape, per_tap, acc: np.dtype) -> np.ndarray:
     """Gradient w.r.t. the padded input of ``shape``: ``per_tap[t]`` (an output-shaped array)
     added at tap ``t`` of every window, in output-position order."""
-    out_shape = shape[:2] + plan.geom.out_shape
+    out_shape = plan.out_shape(shape)
     index = np.stack([plan.flat_index(np.full(out_shape, t), shape) for t in range(len(plan.taps))], axis=-1)
     values = np.stack([np.broadcast_to(v, out_shape) for v in per_tap], axis=-1)
     return scatter_add(int(np.prod(shape)), index, values, acc, taps=True).reshape(shape)

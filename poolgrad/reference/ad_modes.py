@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import api, avg_pool, lp_pool, max_pool, policies, selection
+from . import api, avg_pool, lp_pool, max_pool, policies, roi_pool, selection
 from .dtypes import round_to
 from .errors import SpecError
 
@@ -57,6 +57,8 @@ def _jvp(spec, plan, xw, tw, tie, nan) -> np.ndarray:
         return _max_jvp(plan, xw, tw, tie, nan)
     if spec.op.endswith("avg_pool"):
         return avg_pool.forward(spec, plan, tw)
+    if spec.op == "roi_align":
+        return roi_pool.align_forward(plan, tw)
     _, c = _lp_terms(spec, plan, xw)
     return c * avg_pool.window_sum(plan, xw ** (spec.norm_type - 1.0) * tw)
 
@@ -78,7 +80,7 @@ def double_backward(spec, x: np.ndarray, grad_output, v, *, tie: str = "first",
     grad_output and v are first rounded to x's dtype."""
     policies.check(tie, nan)
     plan, xw = api._prepare(spec, x)
-    out_shape = x.shape[:2] + plan.geom.out_shape
+    out_shape = plan.out_shape(x)
     g = _rounded("grad_output", grad_output, out_shape, x.dtype)
     vw = plan.pad(_rounded("v", v, x.shape, x.dtype))
     xw = xw.astype(np.float64)

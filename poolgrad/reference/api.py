@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import accumulate as accumulation
-from . import avg_pool, lp_pool, max_pool, policies
+from . import avg_pool, lp_pool, max_pool, policies, roi_pool
 from .dtypes import dtype_from_name, dtype_name, round_to, work_dtype
 from .errors import SpecError
 from .spec import PoolSpec
@@ -41,6 +41,8 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
         out = max_pool.forward(plan, xw, tie, nan)
     elif spec.op.endswith("avg_pool"):
         out = avg_pool.forward(spec, plan, xw, acc)
+    elif spec.op == "roi_align":
+        out = roi_pool.align_forward(plan, xw, acc)
     else:
         out = lp_pool.forward(spec, plan, xw, acc)
     return round_to(out, x.dtype)
@@ -59,7 +61,7 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     accumulation.check(accumulate)
     plan, xw = _prepare(spec, x)
     acc = accumulation.acc_dtype(accumulate, x.dtype)
-    expected = x.shape[:2] + plan.geom.out_shape
+    expected = plan.out_shape(x)
     g = np.asarray(grad_output)
     if g.shape != expected:
         raise SpecError("grad_output", f"must have the forward output's shape {expected}, got {g.shape}")
@@ -68,6 +70,8 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
         grad_p = max_pool.backward(plan, xw, g, tie, nan, acc)
     elif spec.op.endswith("avg_pool"):
         grad_p = avg_pool.backward(spec, plan, xw, g, acc)
+    elif spec.op == "roi_align":
+        grad_p = roi_pool.align_backward(plan, g, acc)
     else:
         grad_p = lp_pool.backward(spec, plan, xw, g, acc)
     return round_to(plan.unpad(grad_p), x.dtype)
@@ -82,6 +86,8 @@ def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
         raise SpecError("op", f"{spec.op} is a selection: its results are compared bit for bit, not within a scale")
     plan, xw = _prepare(spec, x)
     g = _received(x, grad_output)
+    if spec.op == "roi_align":  # weights >= 0: the op applied to |x| and |g|
+        return roi_pool.align_forward(plan, np.abs(xw)), roi_pool.align_backward(plan, np.abs(g))
     op = avg_pool if spec.op.endswith("avg_pool") else lp_pool
     with np.errstate(all="ignore"):
         fwd, grad_p = op.error_scale(spec, plan, xw, g)

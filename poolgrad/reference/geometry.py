@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .errors import SpecError
+from . import roi_pool
 from .fractional_max_pool import region_bounds
 from .segment_pool import members
 from .spec import PoolSpec
@@ -172,6 +173,9 @@ def check_input_shape(shape, spec: PoolSpec, field: str = "input") -> int:
 def resolve(spec: PoolSpec, input_shape) -> Geometry:
     """The windows of ``spec`` over an input of shape (N, C, *spatial)."""
     rank = check_input_shape(input_shape, spec)
+    if spec.is_roi:
+        raise SpecError("op", f"{spec.op}: every box has bins of its own, no shared windows; its plan is "
+                        "reference.taps.plan_for's")
     spatial = tuple(int(s) for s in input_shape[2:])
     if spec.is_adaptive:
         sizes = per_dim("output_size", spec.output_size, rank)
@@ -197,6 +201,10 @@ def resolve(spec: PoolSpec, input_shape) -> Geometry:
 
 
 def output_shape(spec: PoolSpec, input_shape) -> tuple[int, ...]:
+    if spec.is_roi:
+        check_input_shape(input_shape, spec)
+        roi_pool.check_input(spec, input_shape)
+        return roi_pool.output_shape(spec, input_shape)
     return tuple(input_shape[:2]) + resolve(spec, input_shape).out_shape
 
 

@@ -19,7 +19,14 @@ from .taps import TapPlan
 
 def forward(plan: TapPlan, xw: np.ndarray, tie: str, nan: str) -> np.ndarray:
     """The selected element itself (so a signed zero or a NaN payload is the input's)."""
-    return scan(plan, xw, tie="last" if tie == "last" else "first", nan=nan)[0]
+    return empty_windows(plan, scan(plan, xw, tie="last" if tie == "last" else "first", nan=nan)[0])
+
+
+def empty_windows(plan: TapPlan, best: np.ndarray) -> np.ndarray:
+    """``best`` with the op's value for windows without a real element, where it has one."""
+    if plan.empty_value is None:
+        return best
+    return np.where(plan.geom.window_counts("in_input") == 0, plan.empty_value, best).astype(best.dtype)
 
 
 def backward(plan: TapPlan, xw: np.ndarray, g: np.ndarray, tie: str, nan: str, acc=F64) -> np.ndarray:

@@ -138,7 +138,22 @@ def _box_index(spec, channels: int):
     return batch, np.arange(channels)[None, :, None, None]
 
 
-class RoiPlan:
+class _Unpadded:
+    """RoI plans read the input as it is: no padding."""
+
+    out: tuple[int, ...]
+
+    def pad(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def unpad(self, xp: np.ndarray) -> np.ndarray:
+        return xp
+
+    def out_shape(self, xw=None) -> tuple[int, ...]:
+        return self.out
+
+
+class RoiPlan(_Unpadded):
     """roi_pool's windows as a TapPlan reads them (taps.py): tap ``(ty, tx)`` of every bin of every
     box, read from the box's own image, gives a (K, C, ph, pw) array; ``valid`` says which bins
     that tap is inside. No padding: ``pad`` and ``unpad`` are the identity."""
@@ -172,15 +187,6 @@ class RoiPlan:
         pos = bins.lo[..., None] + np.arange(taps)
         return np.minimum(pos, length - 1), pos < bins.hi[..., None]
 
-    def pad(self, x: np.ndarray) -> np.ndarray:
-        return x
-
-    def unpad(self, xp: np.ndarray) -> np.ndarray:
-        return xp
-
-    def out_shape(self, xw=None) -> tuple[int, ...]:
-        return self.out
-
     def flat_index(self, tap: np.ndarray, shape) -> np.ndarray:
         """Flat index into the input (C order) of tap ``tap[k, c, i, j]`` of every bin."""
         tx = self._rx.shape[-1]
@@ -194,7 +200,7 @@ class RoiPlan:
 def _align_samples(first, last, spec, pooled: int, length: int):
     """roi_align along one axis: per box, bin, sample and corner (K, p, S, 2) the pixel read and
     its weight (0 for a corner not read), per box its grid size, and per box, bin and sample
-    whether the sample lies outside [-1, length]."""
+    whether the box has that sample and whether it lies outside [-1, length]."""
     offset = 0.5 if spec.aligned else 0.0
     start, end = first * spec.spatial_scale - offset, last * spec.spatial_scale - offset
     size = end - start if spec.aligned else np.maximum(end - start, 1.0)
@@ -215,10 +221,10 @@ def _align_samples(first, last, spec, pooled: int, length: int):
     high = np.where(last_pixel, length - 1, low + 1)
     frac = np.where(last_pixel, 0.0, y - low)
     weight = np.stack([1.0 - frac, frac], axis=-1) * (taken & ~outside)[..., None]
-    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken & outside
+    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken, taken & outside
 
 
-class AlignPlan:
+class AlignPlan(_Unpadded):
     """roi_align's samples as weighted taps, in the kernel's order (per sample, row-major, its four
     corners): tap t reads (K, C, ph, pw) elements with a (K, 1, ph, pw) weight; ``count`` is the
     divisor per box, max(grid_h * grid_w, 1)."""
@@ -228,21 +234,25 @@ class AlignPlan:
         _, channels, height, width = shape
         boxes = np.array([b[1:] for b in spec.boxes], dtype=np.float64)
         ph, pw = spec.output_size
-        py, wy, gy, self.outside_y = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
-        px, wx, gx, self.outside_x = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
+        py, wy, gy, taken_y, self.outside_y = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
+        px, wx, gx, taken_x, self.outside_x = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
         self.batch, self.channel = _box_index(spec, channels)
         self.shape = tuple(shape)
         self.out = (len(spec.boxes), channels, ph, pw)
         self.count = np.maximum(gy * gx, 1).astype(np.float64)[:, None, None, None]
         self.empty = (np.maximum(gy, 0) * np.maximum(gx, 0) == 0)[:, None, None, None]
         self.taps = []
+        self.sampled = []  # per tap: the bins whose sample it is lies inside the input
         for sy in range(py.shape[2]):
             for sx in range(px.shape[2]):
+                inside = ((taken_y & ~self.outside_y)[:, None, :, None, sy]
+                          & (taken_x & ~self.outside_x)[:, None, None, :, sx])
                 for cy in range(2):
                     for cx in range(2):
                         rows, cols = py[:, None, :, None, sy, cy], px[:, None, None, :, sx, cx]
                         weight = wy[:, None, :, None, sy, cy] * wx[:, None, None, :, sx, cx]
                         self.taps.append(((self.batch, self.channel, rows, cols), weight))
+                        self.sampled.append(inside)
 
     def flat(self, index) -> np.ndarray:
         batch, channel, rows, cols = index
@@ -279,3 +289,63 @@ def fan_in(plan) -> int:
                           for t, (_, v) in enumerate(plan.taps)], axis=-1)
     index = index[:, :1]  # one channel: every channel reads alike
     return int(np.bincount(index[index >= 0].ravel()).max(initial=1))
+
+
+# Case properties of RoI pooling (properties.py lists them with the others).
+PROPERTIES = {
+    "roi_past_border": "RoI pooling: a box reaches past the input (roi_pool: a bin before clipping; roi_align: a sample)",
+    "roi_sample_outside": "roi_align: a sample lies outside [-1, H] x [-1, W] and contributes 0",
+    "roi_unweighted_nonfinite": "roi_align: a pixel the spec does not read for a sample holds NaN or an infinity: a "
+                                "corner of weight 0, or for a sample outside the input its image's first pixel (kernels "
+                                "that multiply every corner by its weight, or read pixel 0 there, get NaN)",
+}
+
+
+def properties(spec, x: np.ndarray) -> set[str]:
+    """The case properties (properties.PROPERTIES) that hold for ``x`` under a RoI spec."""
+    xf = x.astype(np.float64)
+    if spec.op == "roi_align":
+        return _align_properties(spec, xf)
+    plan = RoiPlan(spec, x.shape)
+    found = {"roi_past_border"} if (plan.rows.past_border | plan.cols.past_border).any() else set()
+    real = [np.broadcast_to(True if valid is None else valid, plan.out) for _, valid in plan.taps]
+    values = [xf[index] for index, _ in plan.taps]
+    count = sum(r.astype(np.int64) for r in real)
+    nans = sum(r & np.isnan(v) for r, v in zip(real, values))
+    neginf = sum(r & np.isneginf(v) for r, v in zip(real, values))
+    finite = sum(r & np.isfinite(v) for r, v in zip(real, values))
+    top = np.full(plan.out, -np.inf)
+    for r, v in zip(real, values):
+        np.copyto(top, np.fmax(top, v), where=r & ~np.isnan(v))
+    tops = sum(r & (v == top) for r, v in zip(real, values))
+    zeros = [sum(r & (v == 0) & (np.signbit(v) == sign) for r, v in zip(real, values)) for sign in (False, True)]
+    has = count > 0
+    flags = {
+        "nan": nans > 0, "nan_several": nans > 1, "nan_with_number": (nans > 0) & (nans < count),
+        "nan_only": has & (nans == count), "ties": (tops > 1) & (nans < count),
+        "infinite_max": (nans < count) & np.isinf(top),
+        "signed_zero_tie": (top == 0) & (zeros[0] > 0) & (zeros[1] > 0),
+        "neginf_window": has & (neginf == count), "no_finite_window": has & (finite == 0),
+        "empty_window": ~has, "zero_window": has & (zeros[0] + zeros[1] == count),
+    }
+    return found | {name for name, hit in flags.items() if np.any(hit)}
+
+
+def _align_properties(spec, xf: np.ndarray) -> set[str]:
+    plan = AlignPlan(spec, xf.shape)
+    found = set()
+    if (plan.outside_y.any(axis=(1, 2)) | plan.outside_x.any(axis=(1, 2))).any():
+        found |= {"roi_sample_outside", "roi_past_border"}
+    if plan.empty.any():
+        found.add("empty_window")
+    read_nan, unread_nonfinite = False, False
+    for (index, weight), sampled in zip(plan.taps, plan.sampled):
+        v = xf[index]
+        read_nan |= bool((np.isnan(v) & (weight != 0)).any())
+        unread_nonfinite |= bool((~np.isfinite(v) & (weight == 0) & sampled).any())
+    outside = (plan.outside_y.any(axis=2)[:, :, None] | plan.outside_x.any(axis=2)[:, None, :])[:, None]
+    first_pixel = xf[plan.batch[:, :, 0, 0], plan.channel[:, :, 0, 0], 0, 0][..., None, None]
+    if (outside & ~np.isfinite(first_pixel)).any():
+        unread_nonfinite = True
+    found |= {"nan"} if read_nan else set()
+    return found | ({"roi_unweighted_nonfinite"} if unread_nonfinite else set())

@@ -117,7 +117,7 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
         sel = _spec_selection(plan, xw, tie, nan)
         picked = np.ravel(xw)[plan.flat_index(np.maximum(sel, 0), xw.shape)]  # its own sign and payload
         return np.where(sel >= 0, picked, -np.inf).astype(xw.dtype), sel
-    out_shape = xw.shape[:2] + plan.geom.out_shape
+    out_shape = plan.out_shape(xw)
     best = np.full(out_shape, -np.inf, dtype=xw.dtype)
     sel = np.full(out_shape, -1, dtype=np.int32)
     if nan == "as_neg_inf":

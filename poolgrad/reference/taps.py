@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from . import roi_pool
 from .geometry import Geometry, check_input_shape, resolve
 
 
@@ -31,6 +32,10 @@ def _as_index(idx: np.ndarray):
 
 class TapPlan:
     """Index plan of a geometry: how to read tap ``t`` of every window from the padded input."""
+
+    # What a window with no real element outputs where its op says (RoI pooling: 0); None: the
+    # selection's -inf.
+    empty_value: float | None = None
 
     def __init__(self, geom: Geometry):
         self.geom = geom
@@ -61,8 +66,9 @@ class TapPlan:
         sl = tuple(slice(lo, lo + a.length) for lo, a in zip(self.lo, self.geom.axes))
         return xp[(slice(None), slice(None), *sl)]
 
-    def out_shape(self, xw: np.ndarray) -> tuple[int, ...]:
-        return xw.shape[:2] + self.geom.out_shape
+    def out_shape(self, xw) -> tuple[int, ...]:
+        """The output's shape for the padded input ``xw`` (an array or its shape)."""
+        return tuple(getattr(xw, "shape", xw))[:2] + self.geom.out_shape
 
     def flat_index(self, tap: np.ndarray, padded_shape) -> np.ndarray:
         """Flat index into the padded input (C order) of tap ``tap[n, c, *o]`` of every window
@@ -96,6 +102,8 @@ def plan_for(spec, shape) -> TapPlan:
     search evaluates tens of policies per case, each over the same windows. Shared plans are
     read-only (their arrays refuse writes). A spec that cannot be hashed gets a plan of its own."""
     check_input_shape(shape, spec)  # a bad shape is refused naming the shape given
+    if spec.is_roi:  # a box names its image: the plan depends on N too
+        return _roi_plan(spec, tuple(int(s) for s in shape))
     try:
         return _shared_plan(spec, tuple(int(s) for s in shape[2:]))
     except TypeError:
@@ -114,6 +122,11 @@ def _shared_plan(spec, spatial: tuple[int, ...]) -> TapPlan:
             if isinstance(part, np.ndarray):
                 _frozen(part)
     return plan
+
+
+@functools.lru_cache(maxsize=64)
+def _roi_plan(spec, shape: tuple[int, ...]):
+    return (roi_pool.RoiPlan if spec.op == "roi_pool" else roi_pool.AlignPlan)(spec, shape)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
