@@ -18,6 +18,7 @@ import numpy as np
 from .accumulate import scatter_taps
 from .dtypes import work_dtype
 from .geometry import ceil_drops_window, same_padding
+from . import roi_pool
 from .segment_pool import is_sorted
 from .spec import PoolSpec
 from .taps import plan_for
@@ -71,6 +72,7 @@ PROPERTIES = {
     "fractional_bounds_outnumber_input": "fractional pooling whose region bounds (regions + 1 per axis), multiplied over the axes, outnumber the input's elements (N·C·spatial)",
     "unsorted_segment_ids": "segment pooling whose segment_ids are not in increasing order",
     "one_element_segment": "segment pooling with a segment of one item",
+    **roi_pool.PROPERTIES,
 }
 
 
@@ -83,6 +85,9 @@ def properties_of_cases(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
     """``case_properties`` of each of ``xs`` under ``spec``. Inputs of one dtype and shape past
     N (a framework call's cases) are stacked along N and their windows walked once: walking the
     taps costs the same for one case as for a call's hundred."""
+    if spec.is_roi:  # each case alone (its boxes name its own images)
+        found = [roi_pool.properties(spec, x) | _input_properties(x) for x in xs]
+        return [frozenset(p | ({"ties_if_flushed"} if "ties" in p else set())) for p in found]
     found: list[frozenset[str] | None] = [None] * len(xs)
     stacks: dict[tuple, list[int]] = {}
     for i, x in enumerate(xs):
@@ -207,6 +212,11 @@ def _unread(spec: PoolSpec, shape) -> np.ndarray:
     reads = scatter_taps(plan, padded, [np.ones(out) if valid is None else np.broadcast_to(valid, out).astype(float)
                                         for _, valid in plan.taps], np.dtype(np.float64))
     return plan.unpad(reads) == 0
+
+
+def _input_properties(x: np.ndarray) -> set[str]:
+    """What RoI cases add from the input's values alone (a tie stays one when flushed)."""
+    return {"subnormal"} if _subnormal(x, float(ml_dtypes.finfo(x.dtype).smallest_normal)).any() else set()
 
 
 def _subnormal(x: np.ndarray, tiny: float) -> np.ndarray:
