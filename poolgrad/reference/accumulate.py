@@ -1,18 +1,16 @@
-"""Where the reference's sums are accumulated (SPEC.md, "Dtypes and rounding").
+"""Where the reference's sums are accumulated (SPEC.md, "Dtypes and rounding", and the policy
+``accumulate`` in "Verdicts and tolerances").
 
-The spec sums in float64 and rounds once (``accumulate=None``). ``"dtype"`` is what a kernel
-computes whose accumulator is the input dtype: every addition rounded to the dtype (so float16
-2048 + 1 + 1 + 1 stays 2048, and a float16 window of four 40000s sums to inf), in the order
-the kernels add: a window's taps in window order (forward sums), and the windows reaching one
-input element in output-position order (row-major over the output: the gradient scatter loops
-of PyTorch's and TensorFlow's CPU kernels, XLA's select-and-scatter and the transpose of its
-reduce_window sum all visit output positions that way). ``"dtype_axis1_reversed"`` visits the
-second output axis backwards, the others in order (in 1-D, which TensorFlow runs as 2-D with one
-row, the only axis): measured on the max-pool backward that TensorFlow graphs run on CPU;
-forward window sums keep window order. ``"dtype_per_axis"`` adds them one
-output axis at a time, last axis first: the windows of one output row that reach an element,
-then those row sums over the rows, and so on outwards (a pool built from one-axis passes, whose
-backward runs the passes in reverse: Keras's adaptive max pooling).
+The spec sums in float64 and rounds once (``accumulate=None``). The other accumulations are
+policies: every sum kept in the input dtype, each addition rounded to it (so float16
+2048 + 1 + 1 + 1 stays 2048, and a float16 window of four 40000s sums to inf), in a stated
+order. ``"dtype"``: a window's taps in window order (forward sums), and the windows reaching
+one input element in output-position order (row-major over the output).
+``"dtype_axis1_reversed"``: the same with the second output axis visited backwards, the others
+in order (a 1-D output's only axis backwards); forward window sums keep window order.
+``"dtype_per_axis"``: one output axis at a time, last axis first: the windows of one output
+row that reach an element, then those row sums over the rows, and so on outwards. Which
+framework paths add in which order is what their findings say.
 """
 
 from __future__ import annotations
@@ -48,8 +46,8 @@ def acc_dtype(accumulate, dtype) -> np.dtype:
 
 
 def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:
-    """Summands as the accumulator sees them: rounded once to ``acc`` (a kernel computes each
-    term, x ** p or g / divisor, in its dtype)."""
+    """Summands as the accumulator sees them: rounded once to ``acc`` (under these policies each
+    term, x ** p or g / divisor, is itself a value of the dtype)."""
     if acc == F64:
         return values
     with np.errstate(over="ignore", invalid="ignore"):

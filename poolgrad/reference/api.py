@@ -55,7 +55,7 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     grad_output is first rounded to x's dtype (what a framework receives), then every
     accumulation is done in float64 and rounded once at the end; with ``accumulate="dtype"``
     the sums (the scatter of overlapping windows' gradients, lp's power sums) are kept in x's
-    dtype instead, each addition rounded, in the kernels' order (accumulate.py).
+    dtype instead, each addition rounded, in the order accumulate.py states.
     """
     policies.check(tie, nan)
     accumulation.check(accumulate)

@@ -11,8 +11,8 @@ from .taps import TapPlan
 
 
 def divisor(spec: PoolSpec, plan: TapPlan) -> np.ndarray:
-    """divisor_override, else the taps inside the padded input (count_include_pad, which also
-    reproduces PyTorch's clipping of ceil_mode windows), else the real elements only."""
+    """divisor_override, else the taps inside the padded input (count_include_pad: a ceil_mode
+    window's overhang is not counted), else the real elements only (SPEC.md, "avg_pool")."""
     if spec.divisor_override is not None:
         return np.asarray(float(spec.divisor_override))
     if spec.is_segment:  # an empty segment's mean is 0 (SPEC.md, segment_avg_pool)

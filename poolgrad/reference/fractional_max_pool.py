@@ -1,13 +1,12 @@
 """fractional_max_pool: max pooling over pooling regions the case states explicitly.
 
-Fractional max pooling (Graham, arXiv:1412.6071) draws its regions at random; frameworks
-encode the draw differently (torch: one ``_random_samples`` value per plane and dim, put
-through its interval formula; TensorFlow: a row and a column pooling sequence, regions
-``[seq[i], seq[i+1])`` or, overlapping, ``[seq[i], seq[i+1]]``). The spec holds neither
-encoding but what both stand for, the regions themselves: ``regions`` has one list per spatial
-dim of ``[start, stop)`` pairs, the input elements ``start <= i < stop`` along that dim; the
-pooling region of output ``(o_1, ..., o_r)`` is the product of region ``o_d`` of every dim d.
-Each framework's ``plan`` derives its own encoding from them, or says why it has none.
+Fractional max pooling (Graham, arXiv:1412.6071) draws its regions at random, and each
+framework encodes the draw its own way (SPEC.md, "Fractional regions", says what the
+encodings stand for). The spec holds no encoding but the regions themselves: ``regions``
+has one list per spatial dim of ``[start, stop)`` pairs, the input elements
+``start <= i < stop`` along that dim; the pooling region of output ``(o_1, ..., o_r)`` is
+the product of region ``o_d`` of every dim d. Each framework's ``plan`` derives its own
+encoding from them, or says why it has none.
 
 Forward and backward are max_pool's (max_pool.py: the same selection, tie and NaN policies):
 the geometry (geometry.resolve) turns the regions into per-axis windows of varying length,

@@ -78,7 +78,7 @@ def per_dim(field: str, value, rank: int) -> tuple:
 
 
 def same_padding(length: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
-    """TensorFlow's SAME rule: out = ceil(L / s); the odd pixel of padding goes at the end."""
+    """The SAME rule (SPEC.md, "Geometry"): out = ceil(L / s); the odd element of padding goes at the end."""
     out = -(-length // stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - length, 0)
     return total // 2, total - total // 2
@@ -86,7 +86,7 @@ def same_padding(length: int, kernel: int, stride: int, dilation: int) -> tuple[
 
 def padding_name(geom: "Geometry") -> str | tuple[tuple[int, int], ...]:
     """"VALID" or "SAME" where the resolved pads are exactly what that name gives for this input
-    (the names TensorFlow, Keras and lax.reduce_window take), else the pads themselves."""
+    (SPEC.md's padding names), else the pads themselves."""
     if all(p == (0, 0) for p in geom.pads):
         return "VALID"
     same = tuple(same_padding(L, k, s, d) for L, k, s, d in
@@ -109,10 +109,11 @@ def explicit_pads(spec: PoolSpec, spatial_shape, kernel, stride, dilation) -> tu
 
 def pooled_length(length: int, kernel: int, stride: int, dilation: int,
                   before: int, after: int, ceil_mode: bool) -> int:
-    """Output length along one axis (PyTorch's formula, generalised to asymmetric padding).
+    """Output length along one axis (SPEC.md, "Geometry": floor, or ceil with ceil_mode, of
+    (L + before + after - extent) / s, plus one).
 
     ceil_mode keeps a last, partial window only if it starts inside the input or the left
-    padding (PyTorch's rule), never one that starts in the right padding.
+    padding, never one that starts in the right padding.
     """
     out = _window_count(length, kernel, stride, dilation, before, after, ceil_mode)
     return out - 1 if ceil_mode and (out - 1) * stride >= length + before else out
@@ -120,7 +121,7 @@ def pooled_length(length: int, kernel: int, stride: int, dilation: int,
 
 def ceil_drops_window(length: int, kernel: int, stride: int, dilation: int, before: int, after: int) -> bool:
     """Whether ceil_mode's rule drops a last window along this axis: one that would start in the
-    right padding (kernels without the rule, e.g. PaddlePaddle's, return it)."""
+    right padding (the case property ceil_window_dropped)."""
     return pooled_length(length, kernel, stride, dilation, before, after, True) < _window_count(
         length, kernel, stride, dilation, before, after, True)
 
@@ -140,7 +141,7 @@ def sliding_axis(length, kernel, stride, dilation, before, after, ceil_mode) -> 
 
 
 def adaptive_bins(length: int, out: int) -> tuple[np.ndarray, np.ndarray]:
-    """PyTorch's adaptive bins: start = floor(i*L/out), end = ceil((i+1)*L/out)."""
+    """Adaptive bins (SPEC.md, "Geometry"): start = floor(i*L/out), end = ceil((i+1)*L/out)."""
     i = np.arange(out, dtype=np.int64)
     return (i * length) // out, -(-((i + 1) * length) // out)
 

@@ -1,4 +1,4 @@
-"""lp_pool, PyTorch's definition: y = (sign(a) * relu(|a|) * K) ** (1/p) where
+"""lp_pool (SPEC.md, "lp_pool"): y = (sign(a) * relu(|a|) * K) ** (1/p) where
 a = avg_pool(x ** p) with count_include_pad and K the kernel volume. So y = (sum x**p)**(1/p)
 for full windows, a ceil_mode window clipped at the edge is scaled by K / (taps inside), and
 the relu makes the gradient of a window whose sum is 0 exactly 0 (not inf * 0). ``acc`` is the
@@ -63,9 +63,10 @@ def range_error(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, dt
     the ceiling of the forward where the dtype cannot resolve the window's power sum (NaN
     elsewhere). IEEE arithmetic, subnormals kept (flushing them is the policy ftz): a term
     |x| ** p below half the smallest subnormal s rounds to 0, one in the subnormal range is off
-    by up to s / 2, and so is the window mean that PyTorch's form divides by the count and
-    multiplies back; the power sum z is off by up to delta = 2 * K * s (K the window volume,
-    twice the terms' and the mean's roundings for a pow an ulp off there). That relative error
+    by up to s / 2, and so is the window mean that the spec's form (a = avg_pool(x ** p),
+    times K) divides by the count and multiplies back; the power sum z is off by up to
+    delta = 2 * K * s (K the window volume, twice the terms' and the mean's roundings for a pow
+    an ulp off there). That relative error
     delta / |z| passes to y = z ** (1/p) divided by p and to z ** (1/p - 1) times |1/p - 1|
     (x ** (p - 1) is off by up to s as well). Where |z| <= delta (and the window has a nonzero
     term, and z is not exactly 0, the spec's zero case) the dtype's sum can be 0 or change

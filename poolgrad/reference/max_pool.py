@@ -1,8 +1,8 @@
 """max_pool and adaptive_max_pool: forward is a selection, backward routes each window's
 upstream gradient to the selected element(s) under a tie and a NaN policy.
 
-Algorithm (what keeps backward within a small factor of framework kernels): the selected tap of
-every window comes from the one selection kernel (selection.py, one pass per tap), then a
+Algorithm (fast: benchmarks/): the selected tap of every window comes from the one
+vectorised selection (selection.py, one pass per tap), then a
 single gather/scatter through the flat position of every window's selected element
 (np.bincount) instead of a masked scatter per tap; the mask answers (all, split) mark every
 maximum found by one pass per tap for the window maximum.

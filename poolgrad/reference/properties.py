@@ -1,6 +1,6 @@
 """Properties of a case, computed from its spec and input: what a finding's scope selects on.
 
-A finding says *when* a kernel departs from the spec in terms of the case itself ("a window
+A finding says *when* a framework path departs from the spec in terms of the case itself ("a window
 with several NaNs", "a window whose real elements are all -inf and that touches padding"),
 never in terms of catalogue families or case ids, so it judges a user's case, a fuzzed case
 and the catalogue's alike. Every property is about the windows the spec reads (padding and
@@ -143,7 +143,7 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
             np.array_equal(np.bincount(a.positions[a.in_window], minlength=a.length), np.ones(a.length))
             for a in geom.axes):
         found.add("non_overlapping")
-    if spec.regions is not None and any(  # torch's 3-D kernel refuses these windows
+    if spec.regions is not None and any(  # regions of one size, one starting at every position
             len({stop - start for start, stop in dim}) == 1 and [start for start, _ in dim] == list(range(len(dim)))
             and dim[-1][1] == a.length for dim, a in zip(spec.regions, geom.axes)):
         found.add("fractional_unit_steps")

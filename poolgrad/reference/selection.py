@@ -1,20 +1,19 @@
-"""The one selection kernel: a running selection over the taps of every window in window
+"""The one vectorised selection: a running selection over the taps of every window in window
 order, whose comparison, NaN rule and candidate set are parameters.
 
-With tie in {first, last} and nan in {propagate, ignore} it is the spec's selection (the
-reference's max_pool uses it; tests/reference check it against a plain loop); the other NaN
-rules and options are what real kernels do, and the verdicts' policy search drives them:
+With tie in {first, last} and nan in {propagate, ignore} it is the spec's selection
+(policies.select, one window at a time; the reference's max_pool uses this one, and
+tests/reference check the two agree); the other NaN rules and options are the policies the
+verdicts' policy search names (SPEC.md, "Verdicts and tolerances"; which framework paths
+follow which is what their findings say):
   first_tap   the first candidate tap seeds the running maximum and ``v > best`` (or ``>=``)
               decides after that, so a NaN wins only as a window's first tap
-              (TensorFlow CPU MaxPoolGrad)
   as_neg_inf  NaN compares as -inf, so an all-NaN window routes to its first/last tap
-              (TensorFlow graphs' CPU max pooling)
   scan        the running selection is kept only while ``best >= v`` (``>`` for tie=last):
               any comparison with a NaN moves it to the next tap, so a NaN is kept only as
               the last tap and the tap after a NaN wins even if it is not a maximum
-              (XLA select_and_scatter with GE)
 ``nan_tie`` (propagate only) orders NaNs among themselves differently from numeric ties
-(PyTorch CPU: ``val > max || isnan(val)`` = numeric ties first, the last NaN wins).
+(``nan_tie = "last"``: ``v > best or isnan(v)``, numeric ties first, the last NaN wins).
 """
 
 from __future__ import annotations
@@ -107,8 +106,8 @@ def scan(plan: TapPlan, xw: np.ndarray, *, tie: str = "first", nan: str = "propa
     """Running selection over the taps of every window of the padded input ``xw``.
 
     ``pad_value`` makes every tap outside the input a candidate with that value: padding and
-    a ceil_mode window's overhang alike (a kernel that pads the input explicitly, ceil_mode's
-    extra elements included). ``seeded``: the selection starts at a -inf that is no tap,
+    a ceil_mode window's overhang alike (the input padded explicitly, ceil_mode's extra
+    elements included). ``seeded``: the selection starts at a -inf that is no tap,
     which a tap must beat like any running maximum (a reduction from an init value), so a
     window whose maximum is -inf selects nothing. Returns (best value, selected tap or -1).
     """

@@ -1,10 +1,10 @@
 """Vectorised window traversal: one NumPy pass per *tap* (kernel offset), never per window.
 
-For tap ``t`` of the kernel, the elements every window reads form a strided slice of the
+For tap ``t`` of the window, the elements every window reads form a strided slice of the
 padded input (a fancy index for adaptive bins), so a reduction over the window is a loop of
 ``kernel volume`` array operations over the whole output, and a backward scatter adds through
-the flat index of every window's taps (accumulate.py). This is the algorithm that keeps the reference
-within a small factor of framework kernels (see benchmarks/).
+the flat index of every window's taps (accumulate.py). This is what keeps the reference fast
+(benchmarks/); definition.py states the same ops one window at a time.
 """
 
 from __future__ import annotations
