@@ -79,8 +79,9 @@ class Outcome:
         return self.status == OK
 
     def split(self, sizes: list[int]) -> list["Outcome"]:
-        """Split a batched outcome back into per-case outcomes along N."""
-        if self.status != OK:
+        """Split a batched outcome back into per-case outcomes along N (a call of one case keeps
+        its arrays whole: a RoI case's output has a row per box, not per plane)."""
+        if self.status != OK or len(sizes) == 1:
             return [dataclasses.replace(self) for _ in sizes]
         bounds = np.cumsum([0, *sizes])
         return [dataclasses.replace(self, **{name: getattr(self, name)[bounds[i]:bounds[i + 1]]

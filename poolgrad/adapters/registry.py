@@ -107,7 +107,14 @@ def plan(target: Target, spec, shape):
     worker runs this call, collection leaves out the targets that have none, and the reproducer
     writes it. None where nothing is planned ahead (users' kernels answer when called)."""
     planner = get(target.framework).worker(target.variant).planner
-    return importlib.import_module(planner).plan(spec, target.variant, shape) if planner else None
+    if not planner:
+        return None
+    module = importlib.import_module(planner)
+    if spec.is_roi and target.variant not in getattr(module, "ROI_VARIANTS", ()):
+        # RoI pooling is a function of its own (torchvision.ops.roi_pool, ...): planners that
+        # have one name the variants that call it
+        return Unsupported(f"{target.variant}: no RoI pooling (roi_pool, roi_align) in this path")
+    return module.plan(spec, target.variant, shape)
 
 
 def unsupported(target: Target, spec, shape) -> str | None:

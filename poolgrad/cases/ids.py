@@ -9,29 +9,44 @@ joined by ``x``), as ``k<size>r<start>.<start>...`` where every region of a dim 
 (``k2r0.1.3.4`` : [0, 2), [1, 3), [3, 5), [4, 6)), else as ``r<start>_<stop>.<start>_<stop>...``
 (``r0_2.2_3.3_5``). Segment ops write their ids: sorted ids as the size of every segment,
 ``c<size>.<size>...`` (``c2.0.1`` : ids [0, 0, 2], 3 segments), others as ``s<num_segments>g<id>.<id>...``
-(``s4g2.0.2.1``); their input's length is the number of ids. A size that differs between spatial dims is written per
+(``s4g2.0.2.1``); their input's length is the number of ids. RoI ops write ``o<output_size>``, then
+``s<spatial_scale>``, ``g<sampling_ratio>`` and ``al`` (aligned) where they are not the defaults (1, -1,
+false), then ``b<box set>`` (a named set of poolgrad/cases/data/roi_boxes.toml): ``o2s0.5g2albborder``. A size that differs between spatial dims is written per
 dim, ``k7x4``. The input's spatial size ends the tag as ``i<size>`` (``i7x4``) unless it is
 the catalogue's default for the rank (8, 6x6, 4x4x4). A tag is both the definition and the id.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import tomllib
+from pathlib import Path
 
 import numpy as np
 
 from poolgrad.reference import PoolSpec
+from poolgrad.reference.roi_pool import parse_boxes
 from poolgrad.reference.segment_pool import is_sorted
 
 _N = r"\d+(?:x\d+)*"  # one size, or one per spatial dim
 _STARTS = r"\d+(?:\.\d+)*"           # one dim's region starts
 _PAIRS = r"\d+_\d+(?:\.\d+_\d+)*"   # one dim's [start, stop) pairs
 _TAG = re.compile(
-    rf"^(?:o(?P<o>{_N})|c(?P<sc>{_STARTS})|s(?P<sn>\d+)g(?P<sg>{_STARTS})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
+    rf"^(?:o(?P<ro>{_N})(?:s(?P<rs>\d+(?:\.\d+)?))?(?:g(?P<rg>\d+))?(?P<ral>al)?b(?P<rb>[a-z]+)"
+    rf"|o(?P<o>{_N})|c(?P<sc>{_STARTS})|s(?P<sn>\d+)g(?P<sg>{_STARTS})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
     rf"|k(?P<k>{_N})s(?P<s>{_N})"
     rf"(?:p(?P<p>{_N})(?:_(?P<pa>\d+))?|(?P<same>SAME))?(?:d(?P<d>{_N}))?(?P<ceil>ceil)?"
     rf"(?P<cip0>cip0)?(?:div(?P<div>\d+))?(?:n(?P<n>\d+(?:\.\d+)?))?)(?:i(?P<i>{_N}))?$")
 DEFAULT_SIZE = {1: (8,), 2: (6, 6), 3: (4, 4, 4)}
+_BOXES_PATH = Path(__file__).parent / "data" / "roi_boxes.toml"
+
+
+@functools.cache
+def box_sets() -> dict[str, tuple]:
+    """The named RoI box sets, canonical (reference.roi_pool.parse_boxes)."""
+    with _BOXES_PATH.open("rb") as f:
+        return {name: parse_boxes(boxes) for name, boxes in tomllib.load(f).items()}
 
 
 def _sizes(text: str):
@@ -52,6 +67,17 @@ def parse_geometry(tag: str, rank: int) -> dict:
     m = _TAG.match(tag)
     if not m:
         raise ValueError(f"not a geometry tag: {tag!r}")
+    if m["rb"]:
+        if m["rb"] not in box_sets():
+            raise ValueError(f"unknown box set {m['rb']!r} in {tag!r}; known: {', '.join(box_sets())}")
+        fields = {"output_size": _sizes(m["ro"]), "boxes": [list(b) for b in box_sets()[m["rb"]]]}
+        if m["rs"]:
+            fields["spatial_scale"] = float(m["rs"])
+        if m["rg"]:
+            fields["sampling_ratio"] = int(m["rg"])
+        if m["ral"]:
+            fields["aligned"] = True
+        return fields
     if m["o"]:
         return {"output_size": _sizes(m["o"])}
     if m["sc"]:
@@ -105,6 +131,8 @@ def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
     suffix = "" if size is None or tuple(size) == DEFAULT_SIZE[len(size)] else f"i{_text(tuple(size))}"
     if spec.is_adaptive:
         return f"o{_text(spec.output_size)}{suffix}"
+    if spec.is_roi:
+        return _roi_tag(spec) + suffix
     if spec.is_segment:  # the ids give the input's length: no size suffix
         if is_sorted(spec.segment_ids):
             return "c" + ".".join(map(str, np.bincount(spec.segment_ids, minlength=spec.num_segments)))
@@ -132,6 +160,18 @@ def geometry_tag(spec: PoolSpec, size: tuple[int, ...] | None = None) -> str:
     if spec.norm_type is not None:
         tag += f"n{spec.norm_type:g}"
     return tag + suffix
+
+
+def _roi_tag(spec: PoolSpec) -> str:
+    names = [name for name, boxes in box_sets().items() if boxes == spec.boxes]
+    if not names:
+        raise ValueError(f"geometry tags name RoI boxes by their set in {_BOXES_PATH.name}; {spec.boxes} is none")
+    tag = f"o{_text(spec.output_size)}"
+    if spec.spatial_scale != 1:
+        tag += f"s{spec.spatial_scale:g}"
+    if spec.sampling_ratio is not None and spec.sampling_ratio != -1:
+        tag += f"g{spec.sampling_ratio}"
+    return tag + ("al" if spec.aligned else "") + f"b{names[0]}"
 
 
 def _regions_tag(regions) -> str:

@@ -104,7 +104,9 @@ class Case:
         self._stack = stack if stack is not None else Stack(spec, [x], [grad_output])
         self._rows = rows if rows is not None else slice(0, len(x))
         self._kin = kin
-        self.expected_forward = self._stack.expected_forward[self._rows]
+        # A RoI case is its stack's only one, and its output's rows are its boxes, not its planes.
+        self._out = slice(None) if spec.is_roi else self._rows
+        self.expected_forward = self._stack.expected_forward[self._out]
         self.expected_grad_input = self._stack.expected_grad_input[self._rows]
         self.verdicts: dict = {}  # outcome fingerprint -> Verdict fields (identical outcomes recur)
         self._results: dict[Policy, Result] = {}
@@ -116,9 +118,10 @@ class Case:
             stack, kin = self._stack, self._kin
             at = stack.part(kin)[2][self._rows.start]
             rows = slice(at, at + self._rows.stop - self._rows.start)
+            out = slice(None) if self.spec.is_roi else rows
             r = stack.result(policy, kin)
-            self._results[policy] = Result(r.forward[rows], r.grad_input[rows],
-                                           lambda: bool(stack.valid(policy, kin)[rows].all()))
+            self._results[policy] = Result(r.forward[out], r.grad_input[rows],
+                                           lambda: bool(stack.valid(policy, kin)[out].all()))
         return self._results[policy]
 
     def candidates(self) -> tuple[Policy, ...]:
@@ -139,7 +142,7 @@ class Case:
         and lp's conditioning), so a tolerance is fooled neither by cancellation inside a
         window nor by a formula that amplifies it."""
         forward, gradient = self._stack.magnitude()
-        return forward[self._rows], gradient[self._rows]
+        return forward[self._out], gradient[self._rows]
 
 
 def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
@@ -159,7 +162,7 @@ def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
     for m in call:
         n = math.prod(m[1].shape)
         if (m[3] is not None and m[3] != k and m[3] not in _cases and size + n <= STACK_ELEMENTS
-                and m[0] == spec and _layout(m[1], m[2]) == layout):
+                and m[0] == spec and not spec.is_roi and _layout(m[1], m[2]) == layout):
             members.append(m)
             size += n
     return _cache(members)[k]

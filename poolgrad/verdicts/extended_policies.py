@@ -44,7 +44,7 @@ from poolgrad import reference
 from poolgrad.reference import selection
 from poolgrad.reference.accumulate import acc_dtype, routed_sums_exact
 from poolgrad.reference.dtypes import round_to, work_dtype
-from poolgrad.reference.max_pool import route
+from poolgrad.reference.max_pool import empty_windows, route
 from poolgrad.reference.selection import tap_hits, window_max
 from poolgrad.reference.taps import TapPlan, plan_for
 
@@ -135,6 +135,7 @@ class Policy:
         if self.init == "lowest":
             lowest = float(ml_dtypes.finfo(x.dtype).min)
             best = np.where((sel < 0) | (best < lowest), lowest, best)
+        best = empty_windows(plan, best)  # the op's value for a window without elements (RoI pooling: 0)
         if self.ftz == "daz":  # the winner's own bits: where it was flushed, its subnormal value
             xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
             own = xo.reshape(-1)[plan.flat_index(np.maximum(sel, 0), xo.shape)]

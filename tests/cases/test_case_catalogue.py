@@ -13,7 +13,7 @@ from poolgrad.adapters.base import Unsupported
 from poolgrad.cases import catalogue, families
 from poolgrad.cases.coverage import MODEL
 from poolgrad.cases.ids import geometry_tag, parse_id
-from poolgrad.reference import OPS, PoolSpec
+from poolgrad.reference import PoolSpec
 from poolgrad.reference.properties import case_properties
 
 CASES = catalogue()
@@ -48,7 +48,7 @@ def test_every_family_present():
     assert {c.family for c in CASES} == set(families())
 
 
-@pytest.mark.parametrize("op, rank", [(op, rank) for op in OPS for rank in MODEL[op]["rank"]])
+@pytest.mark.parametrize("op, rank", [(op, rank) for op in MODEL for rank in MODEL[op]["rank"]])
 def test_every_op_and_rank_in_every_dtype(op, rank):
     dtypes = {c.spec.dtype for c in CASES if c.spec.op == op and c.spec.rank == rank}
     assert dtypes == set(reference.DTYPES)

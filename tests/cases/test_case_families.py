@@ -20,6 +20,7 @@ from poolgrad.cases.ids import parse_id
 from poolgrad.cases.windows import window_taps
 from poolgrad.reference import PoolSpec, output_shape, resolve
 from poolgrad.reference.dtypes import dtype_from_name
+from poolgrad.reference.properties import case_properties
 
 catalogue_module = importlib.import_module("poolgrad.cases.catalogue")
 CASES = catalogue()
@@ -266,7 +267,17 @@ CHECKS = {
     "random": tie_free,
     "large_nc": lambda c: c.input.shape[0] * c.input.shape[1] == 64 and tie_free(c),
     "empty_batch": lambda c: c.input.shape[0] == 0 and c.input.size == 0,
+    # RoI families: the properties of the boxes' bins (reference/roi_pool.properties)
+    "roi_distinct": lambda c: c.spec.is_roi and "ties" not in roi_properties(c) and np.isfinite(c.input).all(),
+    "roi_ties": lambda c: "ties" in roi_properties(c),
+    "roi_nan": lambda c: "nan" in roi_properties(c),
+    "roi_neginf": lambda c: {"neginf_window", "infinite_max"} <= roi_properties(c),
+    "roi_realistic": lambda c: c.spec.is_roi and realistic(relu_plateaus)(c),
 }
+
+
+def roi_properties(case) -> frozenset[str]:
+    return case_properties(case.spec, case.input) if case.spec.is_roi else frozenset()
 
 
 def test_every_family_has_a_check():
@@ -296,7 +307,7 @@ def test_value_families_share_every_geometry_call():
     groups = {(c.spec, c.input.shape) for c in CASES if c.family == "random"}
     shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch", "accumulation_sums_idioms",
                       "signed_zero_wide"}
-    assert all((c.spec, c.input.shape) in groups for c in CASES if c.family not in shape_families)
+    assert all((c.spec, c.input.shape) in groups for c in CASES if c.family not in shape_families and not c.spec.is_roi)
 
 
 def test_realistic_channels_run_in_the_channels_calls():
@@ -321,7 +332,7 @@ def test_realistic_families_meet_ties_and_inexact_sums():
 
 
 def test_window_table_matches_brute_force_windows():
-    for spec, shape in {(c.spec.with_dtype("float64"), c.input.shape[2:]) for c in CASES}:
+    for spec, shape in {(c.spec.with_dtype("float64"), c.input.shape[2:]) for c in CASES if not c.spec.is_roi}:
         table = window_taps(spec, shape).tolist()
         brute = [[-1 if t is None else t for t in w] for w in windows(spec, shape)]
         if spec.is_adaptive or spec.regions is not None:  # windows vary in size; the table pads short ones with -1

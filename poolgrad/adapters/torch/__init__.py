@@ -38,7 +38,7 @@ import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms, keras, onednn
+from .. import idioms, keras, onednn, torchvision
 from ..base import Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
 
@@ -233,8 +233,10 @@ UNSTACKED = (Unstacked(("eager", "module", "channels_last", "return_indices"), (
 
 # The record pyproject.toml registers (poolgrad/adapters/framework.py): this package plans, and
 # adapter.py runs, every variant but Keras's, which runs on torch in a worker of its own.
-FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",), (*VARIANTS, *keras.VARIANTS),
-                      {"return_indices": "plane", "max_dim": "plane"}, keras.on("torch"), __name__,
+FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",),
+                      (*VARIANTS, *keras.VARIANTS, *torchvision.ROI_VARIANTS),
+                      {"return_indices": "plane", "max_dim": "plane"},
+                      {**keras.on("torch"), **dict.fromkeys(torchvision.ROI_VARIANTS, torchvision.WORKER)}, __name__,
                       ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES, dispatch=DISPATCH,
                       api_paths={**API_PATHS, **keras.API_PATHS}, worker_environment=WORKER_ENVIRONMENT,
                       upstream=UPSTREAM, unstacked=UNSTACKED)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from poolgrad.reference import resolve
+from poolgrad.reference import output_shape
 
 from .base import Context
 
 
 def _with_gradient(ctx: Context, x: np.ndarray):
-    out_shape = ctx.shape[:2] + tuple(resolve(ctx.spec, ctx.shape).out_shape)
+    out_shape = output_shape(ctx.spec, ctx.shape)
     return x, ctx.rng.standard_normal(out_shape)
 
 

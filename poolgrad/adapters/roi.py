@@ -1,0 +1,36 @@
+"""RoI pooling as the frameworks take it (pure: imports no framework).
+
+A RoI case's boxes are ``[batch_index, x1, y1, x2, y2]`` (SPEC.md, "RoI pooling"); its output is
+(K boxes, C, ph, pw). RoI ops run only in a framework's RoI variants, named in its planner's
+``ROI_VARIANTS`` (adapters.registry.plan refuses them elsewhere), and those variants run nothing
+else (:func:`refuse`), so their test ids name the function users call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .base import Unsupported
+
+
+@dataclasses.dataclass(frozen=True)
+class RoiCall:
+    """One RoI call (hashable)."""
+
+    op: str                    # "roi_pool" | "roi_align"
+    boxes: tuple               # ((batch_index, x1, y1, x2, y2), ...) as the spec has them
+    output_size: tuple[int, int]
+    spatial_scale: float
+    sampling_ratio: int | None = None   # roi_align only
+    aligned: bool | None = None
+
+
+def refuse(spec, variant: str, variants: tuple[str, ...]) -> Unsupported | None:
+    """Why ``variant``, one of a planner's RoI ``variants``, does not run ``spec``, or None."""
+    if variant in variants and not spec.is_roi:
+        return Unsupported(f"{variant} pools regions of interest only (roi_pool, roi_align)")
+    return None
+
+
+def call(spec) -> RoiCall:
+    return RoiCall(spec.op, spec.boxes, spec.output_size, spec.spatial_scale, spec.sampling_ratio, spec.aligned)
