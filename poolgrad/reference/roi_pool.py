@@ -298,6 +298,8 @@ PROPERTIES = {
     "roi_unweighted_nonfinite": "roi_align: a pixel the spec does not read for a sample holds NaN or an infinity: a "
                                 "corner of weight 0, or for a sample outside the input its image's first pixel (kernels "
                                 "that multiply every corner by its weight, or read pixel 0 there, get NaN)",
+    "roi_aligned_under_one_pixel": "roi_align with aligned: a box spans less than one pixel on some axis (scale "
+                                   "applied), which the spec keeps as it is (no samples where it is 0 or less)",
 }
 
 
@@ -333,19 +335,22 @@ def properties(spec, x: np.ndarray) -> set[str]:
 
 def _align_properties(spec, xf: np.ndarray) -> set[str]:
     plan = AlignPlan(spec, xf.shape)
-    found = set()
+    boxes = np.array([b[1:] for b in spec.boxes]) * spec.spatial_scale
+    small = (boxes[:, 2] - boxes[:, 0] < 1) | (boxes[:, 3] - boxes[:, 1] < 1)
+    found = {"roi_aligned_under_one_pixel"} if spec.aligned and small.any() else set()
     if (plan.outside_y.any(axis=(1, 2)) | plan.outside_x.any(axis=(1, 2))).any():
         found |= {"roi_sample_outside", "roi_past_border"}
     if plan.empty.any():
         found.add("empty_window")
-    read_nan, unread_nonfinite = False, False
+    read_nan, read_bad, unread_bad = np.zeros(plan.out, bool), np.zeros(plan.out, bool), np.zeros(plan.out, bool)
     for (index, weight), sampled in zip(plan.taps, plan.sampled):
         v = xf[index]
-        read_nan |= bool((np.isnan(v) & (weight != 0)).any())
-        unread_nonfinite |= bool((~np.isfinite(v) & (weight == 0) & sampled).any())
+        read_nan |= np.isnan(v) & (weight != 0)
+        read_bad |= ~np.isfinite(v) & (weight != 0)
+        unread_bad |= ~np.isfinite(v) & (weight == 0) & sampled
     outside = (plan.outside_y.any(axis=2)[:, :, None] | plan.outside_x.any(axis=2)[:, None, :])[:, None]
     first_pixel = xf[plan.batch[:, :, 0, 0], plan.channel[:, :, 0, 0], 0, 0][..., None, None]
-    if (outside & ~np.isfinite(first_pixel)).any():
-        unread_nonfinite = True
-    found |= {"nan"} if read_nan else set()
-    return found | ({"roi_unweighted_nonfinite"} if unread_nonfinite else set())
+    unread_bad |= outside & ~np.isfinite(first_pixel)
+    found |= {"nan"} if read_nan.any() else set()
+    # only where the pixels the spec reads leave the bin finite: there a kernel's 0 * v shows
+    return found | ({"roi_unweighted_nonfinite"} if (unread_bad & ~read_bad).any() else set())

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from poolgrad.adapters.base import Unsupported
-from poolgrad.adapters.framework import Framework, Unstacked, Upstream
+from poolgrad.adapters.framework import Framework, Unstacked, Upstream, WorkerSpec
 from poolgrad.reference.geometry import resolve
+
+from . import roi
 
 VARIANTS = ("eager", "channels_last", "return_mask", "to_static")
 # paddle's data_format for a channels-last input of each rank, and the functions that take one
@@ -208,8 +210,13 @@ UNSTACKED = (*(Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*", "
              Unstacked(("eager", "to_static"), ("adaptive_max_pool*", "fractional_max_pool*"), ("no_finite_window",)))
 
 
+UPSTREAM = Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form")
+# RoI pooling (paddle.vision.ops) runs in a worker of its own (roi.py plans it, roi_adapter.py runs it).
+ROI_WORKER = WorkerSpec("paddle-roi", "poolgrad_paddle.roi_adapter", {}, "paddle", "poolgrad_paddle.roi", UPSTREAM)
+
 # The record the entry point names (poolgrad/adapters/framework.py).
-FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"), VARIANTS,
-                      {"return_mask": "plane"}, planner=__name__, ad_modes=AD_MODES, costs=COSTS,
+FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"),
+                      (*VARIANTS, *roi.ROI_VARIANTS), {"return_mask": "plane"},
+                      dict.fromkeys(roi.ROI_VARIANTS, ROI_WORKER), planner=__name__, ad_modes=AD_MODES, costs=COSTS,
                       env_switches=ENV_SWITCHES,
-                      upstream=Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form"), unstacked=UNSTACKED)
+                      upstream=UPSTREAM, unstacked=UNSTACKED)

@@ -1,0 +1,62 @@
+"""PaddlePaddle's RoI pooling as a user calls it (poolgrad_paddle/roi.py plans the call), in a worker
+of its own: dX is paddle.grad(y, x, grad_output). Reverse mode only."""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
+
+from .adapter import ADAPTER as POOLING, to_numpy, to_paddle
+from .roi import ROI_VARIANTS, plan
+
+
+def _pool(planned, place):
+    call = planned.call
+    boxes = np.array([call.boxes[i][1:] for i in planned.order])
+    boxes_num = paddle.to_tensor(np.array(planned.boxes_num, dtype=np.int32), place=place)
+
+    def pool(t):
+        b = paddle.to_tensor(boxes.astype(t.numpy().dtype), place=place)
+        if call.op == "roi_pool":
+            return paddle.vision.ops.roi_pool(t, b, boxes_num, call.output_size, call.spatial_scale)
+        return paddle.vision.ops.roi_align(t, b, boxes_num, call.output_size, call.spatial_scale,
+                                           call.sampling_ratio, call.aligned)
+    return pool
+
+
+class PaddleRoiAdapter:
+    framework = "paddle"
+    variants = ROI_VARIANTS
+
+    def version(self) -> str:
+        return POOLING.version()
+
+    def devices(self) -> list[str]:
+        return POOLING.devices()
+
+    def environment(self) -> dict:
+        return POOLING.environment()
+
+    def run(self, spec, variant, device, x, grad_output) -> Outcome:
+        if device == "gpu" and "gpu" not in POOLING.devices():
+            return Outcome(NO_DEVICE, message="paddle sees no CUDA device (the CPU wheel has none)")
+        planned = plan(spec, variant, x.shape)
+        if isinstance(planned, Unsupported):
+            return Outcome(UNSUPPORTED, message=planned.reason)
+        place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
+        inverse = np.argsort(planned.order)   # paddle's rows back to the spec's box order
+        xt = to_paddle(x, place)
+        gt = to_paddle(np.ascontiguousarray(grad_output[list(planned.order)]), place)
+        try:
+            xt.stop_gradient = False
+            y = _pool(planned, place)(xt)
+            (dx,) = paddle.grad(y, xt, gt)
+        except Exception as e:  # whatever paddle raised is the result
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+        info = {"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)}
+        return Outcome(OK, forward=np.ascontiguousarray(to_numpy(y)[inverse]), grad_input=to_numpy(dx), info=info)
+
+
+ADAPTER = PaddleRoiAdapter()
