@@ -15,9 +15,10 @@ import numpy as np
 
 from poolgrad.reference import DTYPES, OPS, PoolSpec
 from poolgrad.reference.properties import PROPERTIES, case_properties
+from poolgrad.reference.spec import SEGMENT_OPS
 
 from . import families as generators
-from .ids import case_id, parse_geometry
+from .ids import case_id, input_size, parse_geometry
 from .model import Case, make_case
 
 FAMILIES_PATH = Path(__file__).parent / "data" / "families.toml"
@@ -89,7 +90,8 @@ def _expand(family: str, fam: dict):
         for rank in opt["ranks"]:
             for tag in tags:
                 for channels in opt["channels"] if channel_list else [opt["channels"]]:
-                    shape = (opt["batch"], channels) + (opt["size"][rank - 1],) * rank
+                    spatial = input_size(tag, rank) if op in SEGMENT_OPS else (opt["size"][rank - 1],) * rank
+                    shape = (opt["batch"], channels) + spatial  # a segment tag's ids give its length
                     for variant in [f"c{channels}"] if channel_list else _variants(opt, op):
                         for dtype in opt["dtypes"]:
                             spec = PoolSpec.from_dict({"op": f"{op}{rank}d", **parse_geometry(tag, rank),

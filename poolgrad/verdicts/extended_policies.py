@@ -18,6 +18,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward);
                  "-inf": it starts at a -inf that wins ties, so a window whose maximum is -inf
                  selects nothing (a reduce_window from its init value: JAX's forward mode)
+                 "zero_if_empty": a window with no element outputs 0 (an output filled with
+                 zeros that a scatter with include_self=False leaves where nothing is scattered:
+                 an empty segment under torch's scatter_reduce)
   zero_sign      "upstream": an element a window reads but does not select gets 0 * g of that window
                  (a gradient written as mask * g): -0.0 where every window reading it has a
                  negative upstream gradient (IEEE: -0 + -0 is -0, -0 + +0 is +0);
@@ -68,7 +71,7 @@ MODIFIERS = {
     "padding": ("-inf", "0"),
     "order": ("column_major",),
     "signed_zero": ("ordered",),
-    "init": ("lowest", "-inf"),
+    "init": ("lowest", "-inf", "zero_if_empty"),
     "accumulate": ("dtype", "dtype_axis1_reversed"),
 }
 
@@ -127,7 +130,7 @@ class Policy:
             # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz,
             # +0.0 over -0.0 where zeros are ordered (a reduction's max of tied zeros).
             fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward
-                   if self.ftz == "daz" or self.signed_zero == "ordered"
+                   if self.ftz == "daz" or self.signed_zero == "ordered" or self.init == "zero_if_empty"
                    else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
             bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
@@ -135,6 +138,8 @@ class Policy:
         if self.init == "lowest":
             lowest = float(ml_dtypes.finfo(x.dtype).min)
             best = np.where((sel < 0) | (best < lowest), lowest, best)
+        elif self.init == "zero_if_empty":
+            best = np.where(plan.geom.window_counts("in_input") == 0, 0.0, best)
         best = empty_windows(plan, best)  # the op's value for a window without elements (RoI pooling: 0)
         if self.ftz == "daz":  # the winner's own bits: where it was flushed, its subnormal value
             xo = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
@@ -256,7 +261,8 @@ def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
         "accumulate": not routed_sums_exact(plan, plan.pad(x).shape, x.dtype, np.asarray(g).astype(x.dtype)),
         "nan": has_nan,
         "ftz": _has_subnormal(x),
-        "padding": any(bool((~a.in_input).any()) for a in geom.axes),
+        # a segment's taps past its size read no element, padded or not
+        "padding": not spec.is_segment and any(bool((~a.in_input).any()) for a in geom.axes),
         "order": sum(a.taps > 1 for a in geom.axes) > 1,
         "signed_zero": bool(np.signbit(zeros).any() and (~np.signbit(zeros)).any()),
         "init": has_nan or bool(np.isneginf(xf).any()) or geom.window_counts("in_input").min() == 0,
@@ -295,7 +301,8 @@ def _candidates(features: tuple) -> tuple[Policy, ...]:
     out = []
     for i, (tie, nan, nan_tie) in enumerate(bases):
         for combo in combos:
-            if tie in ("all", "split") and any(n in ("padding", "signed_zero", "init") or v == "daz" for n, v in combo):
+            if tie in ("all", "split") and any(n in ("padding", "signed_zero") or v in ("daz", "lowest", "-inf")
+                                               for n, v in combo):
                 continue  # mask answers come from the reference, which has no such knobs
             out.append((int(i >= REFERENCE_BASES) + len(combo), i,
                         Policy(tie, nan, nan_tie, **dict(combo))))

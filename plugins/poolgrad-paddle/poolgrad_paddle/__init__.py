@@ -19,6 +19,11 @@ fractional_max_pool runs as fractional_max_pool2d/3d (eager, return_mask, to_sta
 random_u, and kernel_size where every dim's regions have one size, for which paddle's region
 formula gives the case's regions (:func:`fractional_regions`); lists no random_u gives are refused.
 
+Segment pooling (segment_max_pool, segment_avg_pool) runs in a variant of its own over the
+(items, features) data (poolgrad/adapters/segments.py):
+  segment        paddle.geometric.segment_max / segment_mean in dynamic mode (sorted ids; the
+                 output ends at the largest id, so trailing empty segments are Unsupported)
+
 A spec paddle has no argument for (dilation, lp_pool3d, divisor_override in 1-D, ...) is
 Unsupported with the reason, never emulated.
 """
@@ -29,13 +34,15 @@ from typing import Any
 
 import numpy as np
 
+from poolgrad.adapters import segments
 from poolgrad.adapters.base import Unsupported
 from poolgrad.adapters.framework import Framework, Unstacked, Upstream, WorkerSpec
 from poolgrad.reference.geometry import resolve
 
 from . import roi
 
-VARIANTS = ("eager", "channels_last", "return_mask", "to_static")
+VARIANTS = ("eager", "channels_last", "return_mask", "to_static", "segment")
+SEGMENT_VARIANTS = ("segment",)
 # paddle's data_format for a channels-last input of each rank, and the functions that take one
 DATA_FORMATS = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 CHANNELS_LAST_RANKS = {"max_pool": (2, 3), "avg_pool": (2, 3), "lp_pool": (1, 2),
@@ -172,9 +179,24 @@ def _fractional(spec, variant: str, shape) -> dict | Unsupported:
                        "shared by every dim, non-overlapping (kernel_size None) or of one kernel_size per dim")
 
 
-def plan(spec, variant: str, shape) -> dict | Unsupported:
+def _segments(spec) -> segments.Segments | Unsupported:
+    call = segments.call(spec, "segment_{reduce}")
+    if not call.sorted:
+        return Unsupported("paddle.geometric.segment_max / segment_mean take sorted segment ids")
+    if segments.trailing_empty(spec):
+        return Unsupported(f"{segments.trailing_empty(spec)} empty segments after the largest id: "
+                           "paddle.geometric.segment_max / segment_mean output max(id) + 1 segments")
+    return call
+
+
+def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
     """The keyword arguments of the paddle.nn.functional call for an input of ``shape``
     (N, C, *spatial), or why this variant has none."""
+    refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
+    if refused is not None:
+        return refused
+    if spec.is_segment:
+        return _segments(spec)
     rank = len(shape) - 2
     if variant == "to_static" and spec.dtype == "bfloat16" and f"{spec.op}{rank}d" in STATIC_BFLOAT16_POOL2D:
         return Unsupported(f"to_static in bfloat16: the converted program runs paddle's pool2d on a bfloat16 input, "

@@ -47,6 +47,7 @@ if faulthandler.is_enabled():  # its handlers sit under paddle's: registered aga
     faulthandler.disable()
     faulthandler.enable()
 
+from poolgrad.adapters import segments  # noqa: E402
 from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
 
 from . import ENV_SWITCHES, VARIANTS, function_name, plan  # noqa: E402
@@ -85,6 +86,15 @@ def _call(name: str, kw: dict):
 
     def pool(t):
         return fn(t, **kw)
+    return pool
+
+
+def _segment_pool(call: segments.Segments):
+    """paddle.geometric.segment_max / segment_mean over the (items, features) data."""
+    fn = getattr(paddle.geometric, call.api)
+
+    def pool(t):
+        return fn(t, paddle.to_tensor(np.asarray(call.segment_ids, dtype=np.int64), place=t.place))
     return pool
 
 
@@ -171,13 +181,17 @@ class PaddleAdapter(ModeMethods):
         last = variant == "channels_last"
         rank = x.ndim - 2
         to_last, to_first = (0, *range(2, rank + 2), 1), (0, rank + 1, *range(1, rank + 1))
-        arrays = [np.ascontiguousarray(np.transpose(a, to_last)) if last else a for a in (x, grad_output, *extra)]
+        segmented = isinstance(kw, segments.Segments)  # (items, features) data in and out
+        if segmented:
+            arrays = [segments.items(a) for a in (x, grad_output, *extra)]
+        else:
+            arrays = [np.ascontiguousarray(np.transpose(a, to_last)) if last else a for a in (x, grad_output, *extra)]
         tensors = [to_paddle(a, place) for a in arrays]
-        pool = self._pool(function_name(spec, x.shape), kw, variant, x)
+        pool = _segment_pool(kw) if segmented else self._pool(function_name(spec, x.shape), kw, variant, x)
         try:
-            result = _MODES[method](pool, "return_mask" in kw, *tensors)
+            result = _MODES[method](pool, not segmented and "return_mask" in kw, *tensors)
         except Exception as e:  # whatever paddle raised is the result
-            refusal = _refusal(_call(function_name(spec, x.shape), kw), tensors[0])
+            refusal = _refusal(pool if segmented else _call(function_name(spec, x.shape), kw), tensors[0])
             if refusal is not None:
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
             status = UNSUPPORTED if method != "run" and _no_rule(e) else ERROR
@@ -185,8 +199,9 @@ class PaddleAdapter(ModeMethods):
         out = {k: to_numpy(t) for k, t in result.items() if t is not None}
         if last:  # the mask is paddle's NCHW plane index: return_mask never runs channels-last
             out = {k: np.ascontiguousarray(np.transpose(a, to_first)) for k, a in out.items()}
-        return Outcome(OK, info={"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)},
-                       **out)
+        outcome = Outcome(OK, info={"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)},
+                          **out)
+        return segments.as_planes(outcome, *x.shape[:2]) if segmented else outcome
 
     def _pool(self, name, kw, variant, x):
         if variant != "to_static":

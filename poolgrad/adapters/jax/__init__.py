@@ -13,6 +13,11 @@ each can express), a :class:`Reduction`:
                        windows that tile the input
   patches              lax.conv_general_dilated_patches (any rank, padding pairs, stride,
                        dilation as rhs_dilation) then jnp.max / jnp.mean over each window's taps
+Segment pooling (segment_max_pool, segment_avg_pool) runs in variants of its own over the
+(items, features) data (adapters/segments.py):
+  segment, segment_jit  jax.ops.segment_max; the mean as jraph.segment_mean writes it,
+                        segment_sum / max(segment_sum of ones, 1); indices_are_sorted where the
+                        ids are sorted; eager and jitted
 reshape and patches run under jax.jit, as a model using them would (eager, every primitive of
 the patches' convolution and its VJP compiles on its own: 0.75 s a call group).
 """
@@ -24,12 +29,13 @@ import math
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms, keras
+from .. import idioms, keras, segments
 from ..base import Unsupported
 from ..framework import Framework, Upstream, WorkerEnvironment
 
-VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches")
-JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches")
+VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches", "segment", "segment_jit")
+JITTED = ("jit", "flax", "reduce_jit", "reshape", "patches", "segment_jit")
+SEGMENT_VARIANTS = ("segment", "segment_jit")
 IDIOMS = ("reduce", "reduce_jit", "reshape", "patches")
 # lax.reduce_window is given the resolved pairs; flax.linen takes "SAME" itself
 API_PATHS = {"lax.reduce_window": ("eager", False), "flax": ("flax", True)}
@@ -116,8 +122,13 @@ def reduce_window_args(spec, geom, spatial) -> Window | Unsupported:
     return Window(geom.kernel_size, geom.stride, geom.dilation, tuple(pads))
 
 
-def plan(spec, variant: str, shape) -> Window | Reduction | Unsupported:
+def plan(spec, variant: str, shape) -> Window | Reduction | segments.Segments | Unsupported:
     """The window for an input of ``shape`` (N, C, *spatial), or why none exists."""
+    refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
+    if refused is not None:
+        return refused
+    if spec.is_segment:
+        return segments.call(spec, "segment_{reduce}")
     if spec.op == "fractional_max_pool":
         return Unsupported("JAX and Flax have no fractional max pooling")
     if variant in IDIOMS:

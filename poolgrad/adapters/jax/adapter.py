@@ -26,8 +26,8 @@ from jax import lax
 from poolgrad.reference.geometry import resolve
 
 from ..base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, Unsupported, unsupported_rule
-from .. import idioms
-from . import JITTED, VARIANTS, Reduction, Window, plan
+from .. import idioms, segments
+from . import JITTED, SEGMENT_VARIANTS, VARIANTS, Reduction, Window, plan
 
 # float64 cases must run in float64, not be silently downcast to float32.
 jax.config.update("jax_enable_x64", True)
@@ -104,11 +104,27 @@ def _idiom_fn(spec, reduction: Reduction):
     return lambda x: reduce(x, axis=reduction.axes, keepdims=True)
 
 
+def _segment_fn(call: segments.Segments):
+    """jax.ops.segment_max over the (items, features) data; the mean as jraph.segment_mean
+    computes it (jraph/_src/utils.py): segment_sum / max(segment_sum of ones, 1)."""
+    kw = {"segment_ids": jnp.asarray(call.segment_ids), "num_segments": call.num_segments,
+          "indices_are_sorted": call.sorted}
+    if call.reduce == "max":
+        return lambda x: jax.ops.segment_max(x, **kw)
+
+    def mean(x):
+        count = jax.ops.segment_sum(jnp.ones_like(x), **kw)
+        return jax.ops.segment_sum(x, **kw) / jnp.maximum(count, jnp.ones((), dtype=count.dtype))
+    return mean
+
+
 def _pool(spec, variant, shape, dtype):
     """The variant's pooling function for the planned call, or Unsupported."""
     window_args = plan(spec, variant, shape)
     if isinstance(window_args, Unsupported):
         return window_args
+    if isinstance(window_args, segments.Segments):
+        return _segment_fn(window_args)
     if isinstance(window_args, Reduction):
         return _idiom_fn(spec, window_args)
     return _flax_pool_fn(spec, window_args) if variant == "flax" else _pool_fn(spec, window_args, shape, dtype)
@@ -210,6 +226,9 @@ class JaxAdapter(ModeMethods, Adapter):
         # flax runs under JAX's default config (no 64-bit types: its float32 counts are what
         # users get) except for float64 cases, which need them.
         with jax.enable_x64(variant != "flax" or x.dtype == np.float64):
+            if variant in SEGMENT_VARIANTS:  # (items, features) data in and out (adapters/segments.py)
+                return segments.as_planes(self._run(mode, spec, variant, dev, *map(
+                    segments.items, (x, grad_output, *extra))), *x.shape[:2])
             return self._run(mode, spec, variant, dev, x, grad_output, *extra)
 
     def _run(self, mode, spec, variant, dev, x, grad_output, *extra) -> Outcome:

@@ -23,6 +23,13 @@ exactly the case's regions, never a forward computed some other way. Regions Ten
 draw (steps other than floor(L / out) and one more, a first region not at 0, a last not ending
 at L) are Unsupported; so are float16 and bfloat16, which the op has no kernel for.
 
+Segment pooling (segment_max_pool, segment_avg_pool) runs in variants of its own over the
+(items, features) data (adapters/segments.py), eager and in tf.function:
+  segment, segment_function                      tf.math.segment_max / segment_mean (sorted
+                  ids; the output ends at the largest id, so trailing empty segments are Unsupported)
+  unsorted_segment, unsorted_segment_function    tf.math.unsorted_segment_max / _mean (any ids,
+                  num_segments)
+
 Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
 exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
 emulate a spec. A concept TF has no argument for (ceil_mode, count_include_pad, Lp, ...) is
@@ -38,13 +45,16 @@ from typing import Any
 
 from poolgrad.reference.geometry import padding_name, resolve
 
-from .. import idioms, keras, onednn
+from .. import idioms, keras, onednn, segments
 from ..base import Unsupported
 from ..framework import Framework, Upstream, WorkerEnvironment
 
-VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches")
+VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches",
+            "segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
+SEGMENT_VARIANTS = ("segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
 # The variants traced by tf.function, and whether with XLA (jit_compile).
-GRAPHS = {"function": False, "xla": True, "reduce_function": False, "reduce_xla": True}
+GRAPHS = {"function": False, "xla": True, "reduce_function": False, "reduce_xla": True,
+          "segment_function": False, "unsorted_segment_function": False}
 IDIOMS = ("reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 API_PATHS = {"tf.nn": ("eager", True), "tf.nn.max_pool_with_argmax": ("with_argmax", True)}
 
@@ -162,8 +172,25 @@ def _fractional(spec, variant: str, shape) -> Call | Unsupported:
                 sequences=tuple(seq for seq, _ in found), overlapping=True in modes)
 
 
-def plan(spec, variant: str, shape) -> Call | Unsupported:
+def _segments(spec, variant: str) -> segments.Segments | Unsupported:
+    if variant.startswith("unsorted"):
+        return segments.call(spec, "unsorted_segment_{reduce}")
+    if not segments.call(spec, "").sorted:
+        return Unsupported("tf.math.segment_max / segment_mean take sorted segment ids (unsorted ids are "
+                           "unsorted_segment_max's)")
+    if segments.trailing_empty(spec):
+        return Unsupported(f"{segments.trailing_empty(spec)} empty segments after the largest id: tf.math.segment_max / "
+                           "segment_mean output max(id) + 1 segments (no num_segments)")
+    return segments.call(spec, "segment_{reduce}")
+
+
+def plan(spec, variant: str, shape) -> Call | segments.Segments | Unsupported:
     """Map a spec onto the variant's TF API, or why none exists."""
+    refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
+    if refused is not None:
+        return refused
+    if spec.is_segment:
+        return _segments(spec, variant)
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant in IDIOMS:

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
-from .. import idioms  # noqa: E402
+from .. import idioms, segments  # noqa: E402
 from . import ENV_SWITCHES, GRAPHS, VARIANTS, Call, plan  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
@@ -34,8 +34,14 @@ tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
 
-def _pool_fn(call: Call):
-    """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call."""
+def _pool_fn(call: Call | segments.Segments):
+    """A function NWC/NHWC/NDHWC x -> (y, argmax or None) for this call (segments: (items,
+    features) data -> (num_segments, features))."""
+    if isinstance(call, segments.Segments):
+        fn = getattr(tf.math, call.api)
+        if call.api.startswith("unsorted"):
+            return lambda x: (fn(x, call.segment_ids, call.num_segments), None)
+        return lambda x: (fn(x, call.segment_ids), None)
     def tf_pad(pads):
         return pads if isinstance(pads, str) else [[0, 0], *map(list, pads), [0, 0]]
     if call.api in _IDIOMS:
@@ -239,6 +245,14 @@ class TensorFlowAdapter(ModeMethods):
         call = plan(spec, variant, x.shape)
         if isinstance(call, Unsupported):
             return Outcome(UNSUPPORTED, message=call.reason)
+        if isinstance(call, segments.Segments):  # (items, features) data in and out (adapters/segments.py)
+            return segments.as_planes(self._run(mode, call, variant, device, *map(
+                segments.items, (x, grad_output, *extra))), *x.shape[:2])
+        return self._run(mode, call, variant, device, x, grad_output, *extra)
+
+    def _run(self, mode, call, variant, device, x, grad_output, *extra) -> Outcome:
+        """The planned call on x (N, C, *spatial), or on (items, features) data for segments
+        (rank 0: no transposes)."""
         rank = x.ndim - 2
         to_last = (0, *range(2, rank + 2), 1)
         to_first = (0, rank + 1, *range(1, rank + 1))

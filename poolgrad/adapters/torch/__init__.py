@@ -10,6 +10,11 @@ Variants:
                   ``Outcome.indices`` is torch's int64 index: the flat position in each (n, c)
                   plane's spatial dims
 
+Segment pooling (segment_max_pool, segment_avg_pool) runs in its own variant, as PyTorch
+Geometric's global_max_pool / global_mean_pool and aggr="max" / "mean" call it:
+  scatter_reduce  torch.zeros(num_segments, F).scatter_reduce(0, ids, x, reduce="amax" | "mean",
+                  include_self=False) over the (items, features) data (adapters/segments.py)
+
 fractional_max_pool runs in eager and return_indices only: F.fractional_max_pool<r>d (2-D, 3-D)
 with ``_random_samples`` that make torch's interval formula give the case's regions
 (:func:`fractional_samples`).
@@ -38,12 +43,13 @@ import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms, keras, onednn, torchvision
+from .. import idioms, keras, onednn, segments, torchvision
 from ..base import Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
-            "unfold")
+            "unfold", "scatter_reduce")
+SEGMENT_VARIANTS = ("scatter_reduce",)
 # The idioms' reductions, by variant: which ops they compute (a global variant only one).
 GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
 API_PATHS = {"torch": ("eager", False)}  # F.*_pool: explicit pads only
@@ -200,9 +206,14 @@ def _fractional(spec, variant: str, shape) -> dict | Unsupported:
     return kw
 
 
-def plan(spec, variant: str, shape) -> dict | Unsupported:
+def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
     """The keyword arguments of the call (shared by the functional and nn.Module forms) for an
     input of ``shape`` (N, C, *spatial), or why the spec is not expressible in this variant."""
+    refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
+    if refused is not None:
+        return refused
+    if spec.is_segment:
+        return segments.call(spec, "scatter_reduce")
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant in IDIOMS:

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters as dynamo_counters
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
-from .. import idioms
-from . import IDIOMS, MODULE_NAMES, VARIANTS, plan
+from .. import idioms, segments
+from . import IDIOMS, MODULE_NAMES, SEGMENT_VARIANTS, VARIANTS, plan
 
 _CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
 
@@ -69,8 +69,24 @@ def _idiom(op: str, rank: int, kw: dict, variant: str):
     return lambda t: reduce(t, **kw)
 
 
-def _pool(op: str, rank: int, kw: dict, variant: str):
-    """The eager call of a variant: the nn.Module, an idiom, or the functional call."""
+def _scatter_reduce(call: segments.Segments):
+    """PyTorch Geometric's scatter (torch_geometric/utils/_scatter.py): a zero output of
+    num_segments rows, scatter_reduce'd with include_self=False over the (items, features)
+    data; reduce "amax" or "mean"."""
+    reduce = {"max": "amax", "mean": "mean"}[call.reduce]
+
+    def pool(t):
+        ids = torch.tensor(call.segment_ids, device=t.device).view(-1, 1).expand_as(t)
+        return t.new_zeros((call.num_segments, t.shape[1])).scatter_reduce(0, ids, t, reduce=reduce,
+                                                                           include_self=False)
+    return pool
+
+
+def _pool(op: str, rank: int, kw, variant: str):
+    """The eager call of a variant: the nn.Module, an idiom, a segment reduction, or the
+    functional call."""
+    if variant in SEGMENT_VARIANTS:
+        return _scatter_reduce(kw)
     if variant == "module":
         return _module(op, rank, kw)
     return _idiom(op, rank, kw, variant) if variant in IDIOMS else _functional(op, rank, kw)
@@ -166,7 +182,7 @@ class TorchAdapter(ModeMethods):
             return self._execute(self._callable(spec.op, rank, kw, variant, x, dev, mode), variant, rank,
                                  dev, x, grad_output, *extra)
         except Exception as e:  # whatever torch raised is the result
-            refusal = _refusal(spec.op, rank, kw, variant, x)
+            refusal = _refusal(spec.op, rank, kw, variant, segments.items(x) if spec.is_segment else x)
             if refusal is not None:  # for compile: torch's own check, without dynamo's wrapping
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
             return Outcome(UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR,
@@ -195,6 +211,9 @@ class TorchAdapter(ModeMethods):
         return functools.partial(mode, self._compiled[key], with_indices)
 
     def _execute(self, computation, variant, rank, dev, x, grad_output, *extra) -> Outcome:
+        if variant in SEGMENT_VARIANTS:  # (items, features) data in and out (adapters/segments.py)
+            return segments.as_planes(self._execute(computation, "eager", rank, dev, *map(
+                segments.items, (x, grad_output, *extra))), *x.shape[:2])
         tensors = [to_torch(a, dev) for a in (x, grad_output, *extra)]
         if variant == "channels_last":
             tensors = [t.contiguous(memory_format=_CHANNELS_LAST[rank]) for t in tensors]
