@@ -295,9 +295,10 @@ def fan_in(plan) -> int:
 PROPERTIES = {
     "roi_past_border": "RoI pooling: a box reaches past the input (roi_pool: a bin before clipping; roi_align: a sample)",
     "roi_sample_outside": "roi_align: a sample lies outside [-1, H] x [-1, W] and contributes 0",
-    "roi_unweighted_nonfinite": "roi_align: a pixel the spec does not read for a sample holds NaN or an infinity: a "
-                                "corner of weight 0, or for a sample outside the input its image's first pixel (kernels "
-                                "that multiply every corner by its weight, or read pixel 0 there, get NaN)",
+    "roi_unweighted_nonfinite": "roi_align: a pixel the spec does not read for a sample holds NaN or an infinity (a "
+                                "corner of weight 0, or for a sample outside the input its image's first pixel) where "
+                                "the pixels it reads leave the bin finite: kernels that multiply every corner, or read "
+                                "pixel 0 there, get NaN",
     "roi_aligned_under_one_pixel": "roi_align with aligned: a box spans less than one pixel on some axis (scale "
                                    "applied), which the spec keeps as it is (no samples where it is 0 or less)",
 }
