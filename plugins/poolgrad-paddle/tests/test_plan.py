@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import poolgrad_paddle
+from poolgrad_paddle import roi
 from poolgrad.adapters import plugin_checks, registry
 from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import PoolSpec
@@ -23,9 +24,19 @@ def test_importing_the_planner_and_its_record_imports_no_paddle():
 
 def test_the_entry_point_registers_the_record_with_what_the_suite_schedules_by():
     fw = plugin_checks.assert_registered("paddle", "poolgrad_paddle")
-    assert fw.variants == poolgrad_paddle.VARIANTS
+    assert fw.variants == (*poolgrad_paddle.VARIANTS, *roi.ROI_VARIANTS)
+    assert fw.worker("vision_ops").planner == "poolgrad_paddle.roi"
     assert fw.index_layouts == {"return_mask": "plane"}
     assert registry.installed_version("paddle") is not None
+
+
+def test_roi_boxes_go_to_paddle_grouped_by_image():
+    boxes = [[1, 0, 0, 2, 2], [0, 1, 1, 3, 3], [1, 2, 2, 4, 4], [0, 0, 1, 2, 3]]
+    planned = roi.plan(spec(op="roi_pool", boxes=boxes, output_size=2, dtype="float32"), "vision_ops", (3, 1, 5, 5))
+    assert planned.order == (1, 3, 0, 2) and planned.boxes_num == (2, 2, 0)
+    assert isinstance(roi.plan(spec(op="roi_pool", boxes=boxes, output_size=2, dtype="float16"), "vision_ops",
+                               (3, 1, 5, 5)), Unsupported)
+    assert isinstance(roi.plan(spec(op="max_pool2d", kernel_size=2), "vision_ops", (1, 1, 4, 4)), Unsupported)
 
 
 def test_count_include_pad_is_paddles_exclusive_inverted():
