@@ -1,0 +1,50 @@
+"""The plugin's knowledge base and reproducer: read by poolgrad as a plugin's files are."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import poolgrad_mindspore
+from poolgrad.cases import findings as kb
+from poolgrad.cases.case_file import load_case_file
+from poolgrad.reference import PoolSpec
+from poolgrad.reports import reproducer, synthetic
+
+FINDINGS = Path(poolgrad_mindspore.__file__).parent / "findings.toml"
+
+
+def test_poolgrads_knowledge_base_holds_the_plugins_findings():
+    mine = {f.id for f in kb.load() if f.framework == "mindspore"}
+    assert mine and mine == {f.id for f in kb.load(FINDINGS, history=None)}
+
+
+def test_each_example_is_a_case_file_naming_its_finding():
+    with_examples = [f for f in kb.load(FINDINGS, history=None) if f.example is not None]
+    assert with_examples
+    for f in with_examples:
+        assert load_case_file(f.example), f.id
+        assert f.id in json.loads(f.example.read_text())["description"], f.id
+        assert f.example.parent == FINDINGS.parent / "examples"
+
+
+@pytest.mark.parametrize("variant", ["pynative", "jit", "nn"])
+def test_the_reproducer_reprints_what_the_adapter_computed(variant, tmp_path):
+    pytest.importorskip("mindspore")
+    from poolgrad_mindspore.adapter import ADAPTER
+
+    spec, x, g = synthetic.tie_case("float32")
+    out = ADAPTER.run(PoolSpec.from_dict(spec), variant, "cpu", x, g)
+    rec = synthetic.result(f"tie-{variant}", "ties_overlap", spec, x, g, framework="mindspore", variant=variant,
+                           run_id="direct", grad_input=out.grad_input, version=ADAPTER.version())
+    path = tmp_path / "repro.py"
+    path.write_text(reproducer.script(rec))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    printed = reproducer.read_output(done.stdout)
+    assert printed["gradient"]["actual"] == rec["grad_input"], done.stderr[-2000:]
+    assert np.asarray(rec["grad_input"]).shape == x.shape
