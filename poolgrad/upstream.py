@@ -227,6 +227,9 @@ def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.nda
     if x.size == 0:
         return [(x, g)]
     spec = case.spec
+    if spec.is_roi:  # boxes name the images and pixels they pool: only a channel of the case is the same case
+        return [(x[:, c:c + 1], g[:, c:c + 1]) for c in range(x.shape[1])
+                if shows(f, spec, x[:, c:c + 1], g[:, c:c + 1], mode)][:1] + [(x, g)]
 
     def grown(xs, gs):  # the kernel is chosen by the call's size: the batch repeated up to it
         n = -(-f.min_call_elements // xs.size) if f.min_call_elements else 1
@@ -305,7 +308,7 @@ def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
     if template.name == "upstream_base.py.j2":
         raise NoDraft(f"finding {f.id!r}: {planner or f.framework} has no reproducer template {SCRIPT}")
     want = checked_sides(f, spec, x, g, mode)
-    geom = reference.resolve(spec, x.shape)
+    geom = None if spec.is_roi else reference.resolve(spec, x.shape)  # a RoI call names its boxes
     rtol = atol = 0.0
     if not spec.is_max:  # sums are compared within poolgrad's bound: a few ulps of the dtype
         entry, info = tolerances.table()[spec.op][spec.dtype], ml_dtypes.finfo(spec.dtype)
@@ -337,7 +340,7 @@ def _divisor(spec, geom):
     """What a user divides a window sum by (avg) or scales it with (lp, PyTorch's K / count for
     a window clipped by ceil_mode), as the framework templates that sum windows need it: a
     number where every window has the same, else a nested list."""
-    if spec.is_max or spec.is_adaptive:
+    if spec.is_max or spec.is_adaptive or spec.is_roi:
         return None
     if spec.op == "lp_pool":
         value = np.prod(geom.kernel_size) / geom.window_counts("in_padded")

@@ -33,8 +33,8 @@ DRAFTS = {}
 # The unreported CPU findings of "done means" in issue 37, whose drafts run alone here.
 ALONE = ["torch-max-last-nan-wins", "jax-max-neginf-window-padding-wins", "paddle-cpu-max-nan-fold"]
 SAMPLE = 3  # drafts per framework run in CI; -m slow runs them all
-# Reproducers that import an API over the framework (Keras) or re-run themselves (a crash).
-ALSO_IMPORTED = {"keras", "os", "sys", "subprocess"}
+# Reproducers that import an API over the framework (Keras, torchvision) or re-run themselves (a crash).
+ALSO_IMPORTED = {"keras", "torchvision", "os", "sys", "subprocess"}
 
 
 def drafts() -> dict[str, str]:

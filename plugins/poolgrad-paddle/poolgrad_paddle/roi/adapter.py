@@ -1,5 +1,5 @@
-"""PaddlePaddle's RoI pooling as a user calls it (poolgrad_paddle/roi.py plans the call), in a worker
-of its own: dX is paddle.grad(y, x, grad_output). Reverse mode only."""
+"""PaddlePaddle's RoI pooling as a user calls it (poolgrad_paddle/roi/__init__.py plans the call), in a
+worker of its own: dX is paddle.grad(y, x, grad_output). Reverse mode only."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import paddle
 
 from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
 
-from .adapter import ADAPTER as POOLING, to_numpy, to_paddle
-from .roi import ROI_VARIANTS, plan
+from ..adapter import ADAPTER as POOLING, to_numpy, to_paddle
+from . import ROI_VARIANTS, plan
 
 
 def _pool(planned, place):
     call = planned.call
-    boxes = np.array([call.boxes[i][1:] for i in planned.order])
+    boxes = np.array(planned.boxes)
     boxes_num = paddle.to_tensor(np.array(planned.boxes_num, dtype=np.int32), place=place)
 
     def pool(t):
@@ -46,7 +46,6 @@ class PaddleRoiAdapter:
         if isinstance(planned, Unsupported):
             return Outcome(UNSUPPORTED, message=planned.reason)
         place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
-        inverse = np.argsort(planned.order)   # paddle's rows back to the spec's box order
         xt = to_paddle(x, place)
         gt = to_paddle(np.ascontiguousarray(grad_output[list(planned.order)]), place)
         try:
@@ -56,7 +55,8 @@ class PaddleRoiAdapter:
         except Exception as e:  # whatever paddle raised is the result
             return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
         info = {"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)}
-        return Outcome(OK, forward=np.ascontiguousarray(to_numpy(y)[inverse]), grad_input=to_numpy(dx), info=info)
+        forward = np.ascontiguousarray(to_numpy(y)[list(planned.restore)])
+        return Outcome(OK, forward=forward, grad_input=to_numpy(dx), info=info)
 
 
 ADAPTER = PaddleRoiAdapter()

@@ -1,5 +1,5 @@
-"""PaddlePaddle's RoI pooling (pure: imports no paddle; roi_adapter.py runs the call in a worker of
-its own):
+"""PaddlePaddle's RoI pooling (pure: imports no paddle; adapter.py beside it runs the call in a worker
+of its own, upstream.py.j2 writes it for a draft):
 
   vision_ops   paddle.vision.ops.roi_pool(x, boxes, boxes_num, output_size, spatial_scale) and
                roi_align(..., sampling_ratio, aligned) in dynamic mode
@@ -28,6 +28,16 @@ class PaddleRoi:
     call: roi.RoiCall
     order: tuple[int, ...]       # the spec's box indices, sorted by image
     boxes_num: tuple[int, ...]   # boxes per image
+
+    @property
+    def boxes(self) -> tuple:
+        """The boxes as paddle takes them: [x1, y1, x2, y2], grouped by image."""
+        return tuple(self.call.boxes[i][1:] for i in self.order)
+
+    @property
+    def restore(self) -> tuple[int, ...]:
+        """Paddle's output rows in the spec's box order: ``y[restore]``."""
+        return tuple(int(i) for i in np.argsort(self.order))
 
 
 def plan(spec, variant: str, shape) -> PaddleRoi | Unsupported:
