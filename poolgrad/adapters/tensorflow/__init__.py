@@ -47,7 +47,7 @@ from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms, keras, onednn, segments
 from ..base import Unsupported
-from ..framework import Framework, Upstream, WorkerEnvironment
+from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches",
             "segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
@@ -223,10 +223,16 @@ def plan(spec, variant: str, shape) -> Call | segments.Segments | Unsupported:
     return Call(api, spec.op, rank, geom.kernel_size, geom.stride, geom.dilation, padding)
 
 
+# Which of tied -0.0 and +0.0 the sorted segment max returns depends on how many features the call
+# reduces at once (its Eigen reduction's vectorization: tf-segment-max-signed-zero-by-width), so a
+# stack of cases would answer otherwise than each alone.
+UNSTACKED = (Unstacked(("segment", "segment_function"), ("segment_max_pool*",), ("signed_zero_tie",)),)
+
+
 # The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on TensorFlow runs in a
 # worker of its own.
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                       (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
                       __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
                       dispatch=DISPATCH, api_paths={**API_PATHS, **keras.API_PATHS},
-                      worker_environment=WORKER_ENVIRONMENT, upstream=UPSTREAM)
+                      worker_environment=WORKER_ENVIRONMENT, upstream=UPSTREAM, unstacked=UNSTACKED)
