@@ -23,7 +23,7 @@ import pytest
 
 from poolgrad import upstream
 from poolgrad.adapters import registry
-from poolgrad.cases import findings
+from poolgrad.cases import findings, semantics
 from poolgrad.cases.examples import mode_of
 
 KB = findings.load()
@@ -150,9 +150,11 @@ def run_in_one_process(scripts: dict[str, str], tmp_path) -> dict[str, tuple]:
 
 
 def cpu_drafts(framework: str) -> dict[str, str]:
-    """The framework's drafts whose finding holds on CPU: the scripts this machine can check."""
+    """The framework's drafts whose finding holds on CPU, on a variant installed here (torchvision's
+    need torchvision): the scripts this machine can check."""
     return {fid: first_python_block(text) for fid, text in drafts().items()
-            if BY_ID[fid].framework == framework and any(fnmatch.fnmatchcase("cpu", d) for d in BY_ID[fid].devices)}
+            if BY_ID[fid].framework == framework and any(fnmatch.fnmatchcase("cpu", d) for d in BY_ID[fid].devices)
+            and any(registry.installed(framework, v) for v in semantics.variants_of(BY_ID[fid]))}
 
 
 def raises(fid: str) -> bool:
