@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .dtypes import dtype_name, round_to
+from .dtypes import dtype_from_name, round_to
 from .errors import SpecError
 from .geometry import resolve
 from .policies import select
@@ -144,7 +144,7 @@ def _arrays(spec: PoolSpec, x: np.ndarray, g, ops: tuple[str, ...]):
     if spec.op not in ops:
         raise SpecError("op", f"this function defines {', '.join(ops)}, the spec asks for {spec.op}; "
                               f"use BY_OP[{spec.op!r}]")
-    dtype_name(x.dtype)
+    dtype_from_name(x.dtype, field="input")   # refuses an input of another dtype
     out_shape = tuple(x.shape[:2]) + resolve(spec, x.shape).out_shape
     g = np.asarray(g)
     if g.shape != out_shape:

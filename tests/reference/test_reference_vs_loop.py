@@ -197,3 +197,15 @@ def test_round_to_is_one_nearest_even_rounding(dtype):
     values = np.concatenate([values, -values])
     got, want = round_to(values, DTYPES[dtype]), nearest_even(values, DTYPES[dtype])
     assert_bitwise(got, want)
+
+
+def test_the_definition_refuses_bad_input_naming_the_field():
+    spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2})
+    x, g = np.arange(4.0).reshape(1, 1, 4), np.ones((1, 1, 2))
+    for call, field in [(lambda: BY_OP["adaptive_max_pool"](spec, x, g), "op"),
+                        (lambda: BY_OP["avg_pool"](spec, x, g), "op"),
+                        (lambda: BY_OP["max_pool"](spec, x.astype(np.int64), g), "input"),
+                        (lambda: BY_OP["max_pool"](spec, x, np.ones((1, 1, 3))), "grad_output")]:
+        with pytest.raises(SpecError) as err:
+            call()
+        assert err.value.field == field
