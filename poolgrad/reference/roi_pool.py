@@ -197,16 +197,23 @@ class RoiPlan(_Unpadded):
         return ((self.batch * self.shape[1] + self.channel) * self.shape[2] + row) * self.shape[3] + col
 
 
-def _align_samples(first, last, spec, pooled: int, length: int):
-    """roi_align along one axis: per box, bin, sample and corner (K, p, S, 2) the pixel read and
-    its weight (0 for a corner not read), per box its grid size, and per box, bin and sample
-    whether the box has that sample and whether it lies outside [-1, length]."""
+def align_bins(first, last, spec, pooled: int):
+    """roi_align's bins along one axis, per box: (start, bin size, samples per bin); sample j of
+    bin i lies at ``start + i * bin + (j + 0.5) * bin / grid``."""
     offset = 0.5 if spec.aligned else 0.0
     start, end = first * spec.spatial_scale - offset, last * spec.spatial_scale - offset
     size = end - start if spec.aligned else np.maximum(end - start, 1.0)
-    bin_size = size / pooled
     grid = (np.full(len(start), spec.sampling_ratio) if spec.sampling_ratio > 0
             else np.ceil(size / pooled).astype(np.int64))
+    return start, size / pooled, grid
+
+
+def _align_samples(first, last, spec, pooled: int, length: int):
+    """roi_align along one axis: per box, bin, sample and corner (K, p, S, 2) the pixel read and
+    its weight (0 for a corner not read), per box its grid size, and per box, bin and sample
+    whether the box has that sample, whether it lies outside [-1, length] and whether it is
+    clamped to a border pixel (in [-1, 0) or past length - 1)."""
+    start, bin_size, grid = align_bins(first, last, spec, pooled)
     samples = max(int(grid.max()), 1)
     s = np.arange(samples)[None, None, :]
     g = np.maximum(grid, 1)[:, None, None]
@@ -221,7 +228,8 @@ def _align_samples(first, last, spec, pooled: int, length: int):
     high = np.where(last_pixel, length - 1, low + 1)
     frac = np.where(last_pixel, 0.0, y - low)
     weight = np.stack([1.0 - frac, frac], axis=-1) * (taken & ~outside)[..., None]
-    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken, taken & outside
+    clamped = taken & ~outside & ((at < 0) | (at > length - 1))
+    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken, taken & outside, clamped
 
 
 class AlignPlan(_Unpadded):
@@ -234,8 +242,8 @@ class AlignPlan(_Unpadded):
         _, channels, height, width = shape
         boxes = np.array([b[1:] for b in spec.boxes], dtype=np.float64)
         ph, pw = spec.output_size
-        py, wy, gy, taken_y, self.outside_y = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
-        px, wx, gx, taken_x, self.outside_x = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
+        py, wy, gy, taken_y, self.outside_y, self.clamped_y = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
+        px, wx, gx, taken_x, self.outside_x, self.clamped_x = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
         self.batch, self.channel = _box_index(spec, channels)
         self.shape = tuple(shape)
         self.out = (len(spec.boxes), channels, ph, pw)
@@ -299,6 +307,8 @@ PROPERTIES = {
                                 "corner of weight 0, or for a sample outside the input its image's first pixel) where "
                                 "the pixels it reads leave the bin finite: kernels that multiply every corner, or read "
                                 "pixel 0 there, get NaN",
+    "roi_sample_clamped": "roi_align: a sample lies in [-1, 0) or past the last pixel (up to the length) on some axis "
+                          "and is interpolated at the border pixel",
     "roi_aligned_under_one_pixel": "roi_align with aligned: a box spans less than one pixel on some axis (scale "
                                    "applied), which the spec keeps as it is (no samples where it is 0 or less)",
 }
@@ -341,6 +351,8 @@ def _align_properties(spec, xf: np.ndarray) -> set[str]:
     found = {"roi_aligned_under_one_pixel"} if spec.aligned and small.any() else set()
     if (plan.outside_y.any(axis=(1, 2)) | plan.outside_x.any(axis=(1, 2))).any():
         found |= {"roi_sample_outside", "roi_past_border"}
+    if plan.clamped_y.any() or plan.clamped_x.any():
+        found |= {"roi_sample_clamped", "roi_past_border"}
     if plan.empty.any():
         found.add("empty_window")
     read_nan, read_bad, unread_bad = np.zeros(plan.out, bool), np.zeros(plan.out, bool), np.zeros(plan.out, bool)

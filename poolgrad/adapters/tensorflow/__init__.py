@@ -46,8 +46,9 @@ from typing import Any
 from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms, keras, onednn, segments
+from . import crop_and_resize
 from ..base import Unsupported
-from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
+from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches",
             "segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
@@ -231,8 +232,12 @@ UNSTACKED = (Unstacked(("segment", "segment_function"), ("segment_max_pool*",), 
 
 # The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on TensorFlow runs in a
 # worker of its own.
+# RoI Align as detectors write it (crop_and_resize, then avg_pool2d) runs in a worker of its own.
+CROP_AND_RESIZE = WorkerSpec("tensorflow-crop-and-resize", "poolgrad.adapters.tensorflow.crop_and_resize.adapter", {},
+                             "tensorflow", "poolgrad.adapters.tensorflow.crop_and_resize", UPSTREAM)
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
-                      (*VARIANTS, *keras.VARIANTS), {"with_argmax": "image_channels_last"}, keras.on("tensorflow"),
+                      (*VARIANTS, *keras.VARIANTS, *crop_and_resize.ROI_VARIANTS), {"with_argmax": "image_channels_last"},
+                      {**keras.on("tensorflow"), **dict.fromkeys(crop_and_resize.ROI_VARIANTS, CROP_AND_RESIZE)},
                       __name__, ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES,
                       dispatch=DISPATCH, api_paths={**API_PATHS, **keras.API_PATHS},
                       worker_environment=WORKER_ENVIRONMENT, upstream=UPSTREAM, unstacked=UNSTACKED)
