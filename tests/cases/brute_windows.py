@@ -11,6 +11,8 @@ from poolgrad.reference import resolve
 
 def _axis_windows(spec, geom, a, length):
     """Per output position along axis ``a``: the input positions of its taps (None = padding)."""
+    if spec.is_segment:  # segment s: the items whose id is s, in item order
+        return [[p for p in range(length) if spec.segment_ids[p] == s] for s in range(spec.num_segments)]
     if spec.regions is not None:  # the spec lists them
         return [list(range(start, stop)) for start, stop in spec.regions[a]]
     if spec.is_adaptive:

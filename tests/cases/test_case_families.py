@@ -273,6 +273,13 @@ CHECKS = {
     "roi_nan": lambda c: "nan" in roi_properties(c),
     "roi_neginf": lambda c: {"neginf_window", "infinite_max"} <= roi_properties(c),
     "roi_realistic": lambda c: c.spec.is_roi and realistic(relu_plateaus)(c),
+    # segment families: the value families' checks over each segment's items
+    "segment_ties": ties_window,
+    "segment_signed_zero": signed_zero,
+    "segment_nan": nan,
+    "segment_neginf": lambda c: any_window(c, lambda v, *_: (v == -np.inf).all()),
+    "segment_random": tie_free,
+    "segment_realistic": lambda c: c.input.shape[2] == 24 and realistic(relu_plateaus)(c),
 }
 
 
@@ -307,7 +314,8 @@ def test_value_families_share_every_geometry_call():
     groups = {(c.spec, c.input.shape) for c in CASES if c.family == "random"}
     shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch", "accumulation_sums_idioms",
                       "signed_zero_wide"}
-    assert all((c.spec, c.input.shape) in groups for c in CASES if c.family not in shape_families and not c.spec.is_roi)
+    assert all((c.spec, c.input.shape) in groups for c in CASES
+               if c.family not in shape_families and not (c.spec.is_roi or c.spec.is_segment))
 
 
 def test_realistic_channels_run_in_the_channels_calls():
@@ -335,6 +343,6 @@ def test_window_table_matches_brute_force_windows():
     for spec, shape in {(c.spec.with_dtype("float64"), c.input.shape[2:]) for c in CASES if not c.spec.is_roi}:
         table = window_taps(spec, shape).tolist()
         brute = [[-1 if t is None else t for t in w] for w in windows(spec, shape)]
-        if spec.is_adaptive or spec.regions is not None:  # windows vary in size; the table pads short ones with -1
+        if spec.is_adaptive or spec.regions is not None or spec.is_segment:  # windows vary in size; the table pads short ones with -1
             table = [[t for t in row if t >= 0] for row in table]
         assert table == brute, (spec, shape)
