@@ -4,6 +4,7 @@ working tree, nothing granted by default, and one job per release lane of the no
 
 import importlib.util
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,21 @@ pytest.importorskip("nox", reason="needs nox (the dev extra) to import noxfile.p
 
 ROOT = Path(__file__).resolve().parents[1]
 # by its path: the checkout's root is on sys.path only under `python -m pytest`
-_spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
-noxfile = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(noxfile)
+
+
+def _noxfile(path: Path):
+    spec = importlib.util.spec_from_file_location(f"noxfile_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():
+        # each noxfile registers its own `lane` session in nox's one registry; nox runs one file
+        warnings.simplefilter("ignore", FutureWarning)
+        spec.loader.exec_module(module)
+    return module
+
+
+noxfile = _noxfile(ROOT / "noxfile.py")
+# plugin directory name -> its noxfile's lanes
+PLUGIN_LANES = {p.parent.name: list(_noxfile(p).LANES) for p in sorted(ROOT.glob("plugins/*/noxfile.py"))}
 
 WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"
 # owner/repo[/path]@<commit> # v<version>: the comment says which release the SHA is
@@ -53,6 +66,15 @@ def problems(text: str) -> list[str]:
              if "lane" in job.get("strategy", {}).get("matrix", {})]
     if lanes != [list(noxfile.LANES)]:
         found.append(f"one job's matrix.lane must be noxfile.LANES {list(noxfile.LANES)}; found {lanes}")
+    plugin_lanes = [[(row["plugin"], row["lane"]) for row in job["strategy"]["matrix"]["include"]]
+                    for job in workflow["jobs"].values() if "include" in job.get("strategy", {}).get("matrix", {})]
+    want = [(plugin, lane) for plugin, its in PLUGIN_LANES.items() for lane in its]
+    if plugin_lanes != [want]:
+        found.append(f"one job's matrix.include must be every plugin's noxfile LANES {want}; found {plugin_lanes}")
+    caches = [job for job in workflow["jobs"].values() if "strategy" in job
+              and "POOLGRAD_LANE_CACHE" not in job.get("env", {})]
+    if caches:
+        found.append(f"{len(caches)} lane job(s) without POOLGRAD_LANE_CACHE: their compilations are not kept")
     return found
 
 
@@ -72,6 +94,8 @@ def test_each_unsafe_change_is_reported():
         ("workflow-level permissions", text.replace("permissions: {}", "permissions: write-all", 1)),
         ("no permissions: of its own", text.replace("\n    permissions:\n      contents: read  # checkout", "", 1)),
         ("matrix.lane", text.replace(f"          - {next(iter(noxfile.LANES))}\n", "", 1)),
+        ("matrix.include", re.sub(r"\n\s+- \{plugin: [\w-]+, lane: [\w.-]+\}", "", text, count=1)),
+        ("POOLGRAD_LANE_CACHE", re.sub(r"\n\s+POOLGRAD_LANE_CACHE: .*", "", text, count=1)),
         ("on its own line", text.replace(deploy.group(), f"- {{id: deploy, uses: {deploy.group(1)}}}", 1)),
     ]
     for expected, changed in changes:

@@ -6,7 +6,8 @@ building writes nothing (build/, *.egg-info) into the checkout, plus exactly one
 the framework's CPU catalogue from a directory of its own, so pytest imports the installed
 poolgrad and not the checkout's; and insists on a complete results file. Failing checks are
 expected (pytest exit 1 counts as success): the results file is the product, read by
-``python -m poolgrad.suite.history build out/lanes/*.jsonl``.
+``python -m poolgrad.suite.history build out/lanes/*.jsonl``. Its compilers start from empty
+caches unless ``POOLGRAD_LANE_CACHE`` names a directory to keep them in (--compile-cache).
 
 ``session`` is a nox session; this module does not import nox (a lane needs it, a run does not).
 """
@@ -14,6 +15,7 @@ expected (pytest exit 1 counts as success): the results file is the product, rea
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -37,7 +39,8 @@ def run(session, root: Path, lane: str, framework: str, variants: str, requireme
     session.chdir(tmp)
     session.run("pytest", "--pyargs", "poolgrad.conformance", "--frameworks", framework, "--variants", variants,
                 "--devices", "cpu", "-n", "2", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider",
-                "--results", str(results), "--compile-cache", "none",
+                # Cold by default; the publishing workflow keeps compilations between its runs.
+                "--results", str(results), "--compile-cache", os.environ.get("POOLGRAD_LANE_CACHE") or "none",
                 *(arg for path in findings for arg in ("--findings", str(path))), *session.posargs,
                 env=env or {}, success_codes=[0, 1])
     # Exit 1 also covers collection errors: insist on records of every variant and the closing
