@@ -233,8 +233,9 @@ UNSTACKED = (*(Unstacked(("return_mask",), ("max_pool*", "adaptive_max_pool*", "
 
 
 UPSTREAM = Upstream("PaddlePaddle/Paddle", "the 🐛 报BUG Bug Report form")
-# RoI pooling (paddle.vision.ops) runs in a worker of its own (the roi package plans and runs it).
-ROI_WORKER = WorkerSpec("paddle-roi", "poolgrad_paddle.roi.adapter", {}, "paddle", "poolgrad_paddle.roi", UPSTREAM)
+# RoI pooling (paddle.vision.ops): planned by the roi package, run by paddle's worker (adapter.py hands it
+# the variant).
+ROI_WORKER = WorkerSpec("paddle", "poolgrad_paddle.adapter", {}, "paddle", "poolgrad_paddle.roi", UPSTREAM)
 
 # The record the entry point names (poolgrad/adapters/framework.py).
 FRAMEWORK = Framework("paddle", "poolgrad_paddle.adapter", "paddle", ("paddlepaddle", "paddlepaddle-gpu"),

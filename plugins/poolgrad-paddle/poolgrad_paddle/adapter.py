@@ -51,6 +51,7 @@ from poolgrad.adapters import segments  # noqa: E402
 from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
 
 from . import ENV_SWITCHES, VARIANTS, function_name, plan  # noqa: E402
+from .roi import ROI_VARIANTS, adapter as roi  # noqa: E402
 
 
 def to_paddle(a: np.ndarray, place) -> paddle.Tensor:
@@ -170,10 +171,12 @@ class PaddleAdapter(ModeMethods):
                                             "backward, which max pooling lacks; not run")
 
     def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
-        if variant not in VARIANTS:
+        if variant not in VARIANTS and variant not in ROI_VARIANTS:
             raise ValueError(f"unknown paddle variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device == "gpu" and not self._gpu():
             return Outcome(NO_DEVICE, message="paddle sees no CUDA device (the CPU wheel has none)")
+        if variant in ROI_VARIANTS:  # RoI pooling, planned by the roi package (reverse mode only)
+            return roi.run(spec, variant, device, x, grad_output)
         kw = plan(spec, variant, x.shape)
         if isinstance(kw, Unsupported):
             return Outcome(UNSUPPORTED, message=kw.reason)

@@ -232,9 +232,10 @@ UNSTACKED = (Unstacked(("segment", "segment_function"), ("segment_max_pool*",), 
 
 # The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on TensorFlow runs in a
 # worker of its own.
-# RoI Align as detectors write it (crop_and_resize, then avg_pool2d) runs in a worker of its own.
-CROP_AND_RESIZE = WorkerSpec("tensorflow-crop-and-resize", "poolgrad.adapters.tensorflow.crop_and_resize.adapter", {},
-                             "tensorflow", "poolgrad.adapters.tensorflow.crop_and_resize", UPSTREAM)
+# RoI Align as detectors write it (crop_and_resize, then avg_pool2d): planned by its own package, run
+# by TensorFlow's worker (adapter.py hands it the variant).
+CROP_AND_RESIZE = WorkerSpec("tensorflow", "poolgrad.adapters.tensorflow.adapter", {}, "tensorflow",
+                             "poolgrad.adapters.tensorflow.crop_and_resize", UPSTREAM)
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),
                       (*VARIANTS, *keras.VARIANTS, *crop_and_resize.ROI_VARIANTS), {"with_argmax": "image_channels_last"},
                       {**keras.on("tensorflow"), **dict.fromkeys(crop_and_resize.ROI_VARIANTS, CROP_AND_RESIZE)},

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
 from .. import idioms, segments  # noqa: E402
 from . import ENV_SWITCHES, GRAPHS, VARIANTS, Call, plan  # noqa: E402
+from .crop_and_resize import ROI_VARIANTS, adapter as crop_and_resize  # noqa: E402
 
 # One tf.function per (call, dtype, shape) is intended here; TF's "excessive retracing" warning
 # about it is noise in the worker's stderr.
@@ -238,10 +239,12 @@ class TensorFlowAdapter(ModeMethods):
 
     def _mode(self, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
         mode = _MODES[method]
-        if variant not in VARIANTS:
+        if variant not in VARIANTS and variant not in ROI_VARIANTS:
             raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
             return Outcome(NO_DEVICE, message="no GPU visible to TensorFlow")
+        if variant in ROI_VARIANTS:  # RoI Align, planned by its own package (reverse mode only)
+            return crop_and_resize.run(spec, variant, device, x, grad_output)
         call = plan(spec, variant, x.shape)
         if isinstance(call, Unsupported):
             return Outcome(UNSUPPORTED, message=call.reason)

@@ -1,5 +1,5 @@
-"""PaddlePaddle's RoI pooling (pure: imports no paddle; adapter.py beside it runs the call in a worker
-of its own, upstream.py.j2 writes it for a draft):
+"""PaddlePaddle's RoI pooling (pure: imports no paddle; adapter.py beside it runs the call in paddle's
+worker, upstream.py.j2 writes it for a draft):
 
   vision_ops   paddle.vision.ops.roi_pool(x, boxes, boxes_num, output_size, spatial_scale) and
                roi_align(..., sampling_ratio, aligned) in dynamic mode

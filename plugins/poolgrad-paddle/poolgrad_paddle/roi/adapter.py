@@ -1,15 +1,16 @@
-"""PaddlePaddle's RoI pooling as a user calls it (poolgrad_paddle/roi/__init__.py plans the call), in a
-worker of its own: dX is paddle.grad(y, x, grad_output). Reverse mode only."""
+"""PaddlePaddle's RoI pooling as a user calls it (poolgrad_paddle/roi/__init__.py plans the call), run
+by paddle's worker (adapter.py hands it the variant): dX is paddle.grad(y, x, grad_output). Reverse
+mode only."""
 
 from __future__ import annotations
 
 import numpy as np
 import paddle
 
-from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
+from poolgrad.adapters.base import ERROR, OK, UNSUPPORTED, Outcome, Unsupported
 
-from ..adapter import ADAPTER as POOLING, to_numpy, to_paddle
-from . import ROI_VARIANTS, plan
+from .. import adapter as pooling  # its conversions (it imports this module: read at call time)
+from . import plan
 
 
 def _pool(planned, place):
@@ -26,37 +27,19 @@ def _pool(planned, place):
     return pool
 
 
-class PaddleRoiAdapter:
-    framework = "paddle"
-    variants = ROI_VARIANTS
-
-    def version(self) -> str:
-        return POOLING.version()
-
-    def devices(self) -> list[str]:
-        return POOLING.devices()
-
-    def environment(self) -> dict:
-        return POOLING.environment()
-
-    def run(self, spec, variant, device, x, grad_output) -> Outcome:
-        if device == "gpu" and "gpu" not in POOLING.devices():
-            return Outcome(NO_DEVICE, message="paddle sees no CUDA device (the CPU wheel has none)")
-        planned = plan(spec, variant, x.shape)
-        if isinstance(planned, Unsupported):
-            return Outcome(UNSUPPORTED, message=planned.reason)
-        place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
-        xt = to_paddle(x, place)
-        gt = to_paddle(np.ascontiguousarray(grad_output[list(planned.order)]), place)
-        try:
-            xt.stop_gradient = False
-            y = _pool(planned, place)(xt)
-            (dx,) = paddle.grad(y, xt, gt)
-        except Exception as e:  # whatever paddle raised is the result
-            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
-        info = {"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)}
-        forward = np.ascontiguousarray(to_numpy(y)[list(planned.restore)])
-        return Outcome(OK, forward=forward, grad_input=to_numpy(dx), info=info)
-
-
-ADAPTER = PaddleRoiAdapter()
+def run(spec, variant, device, x, grad_output) -> Outcome:
+    planned = plan(spec, variant, x.shape)
+    if isinstance(planned, Unsupported):
+        return Outcome(UNSUPPORTED, message=planned.reason)
+    place = paddle.CUDAPlace(0) if device == "gpu" else paddle.CPUPlace()
+    xt = pooling.to_paddle(x, place)
+    gt = pooling.to_paddle(np.ascontiguousarray(grad_output[list(planned.order)]), place)
+    try:
+        xt.stop_gradient = False
+        y = _pool(planned, place)(xt)
+        (dx,) = paddle.grad(y, xt, gt)
+    except Exception as e:  # whatever paddle raised is the result
+        return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+    info = {"device_name": "cpu" if device == "cpu" else paddle.device.cuda.get_device_name(0)}
+    forward = np.ascontiguousarray(pooling.to_numpy(y)[list(planned.restore)])
+    return Outcome(OK, forward=forward, grad_input=pooling.to_numpy(dx), info=info)

@@ -1,5 +1,5 @@
 """RoI Align as TensorFlow detectors write it (pure: imports no TensorFlow; adapter.py beside it runs
-the call in a worker of its own):
+the call in TensorFlow's worker):
 
   crop_and_resize   tf.image.crop_and_resize(x, boxes, box_indices, (ph * s, pw * s)) on the NHWC
                     input, then tf.nn.avg_pool2d over s x s: roi_align with sampling_ratio s

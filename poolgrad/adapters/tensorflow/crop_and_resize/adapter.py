@@ -1,50 +1,32 @@
 """TensorFlow's crop_and_resize + avg_pool2d as detectors write RoI Align (crop_and_resize/__init__.py
-plans it), in a worker of its own: dX is the tape's gradient. Reverse mode only."""
+plans it), run by TensorFlow's worker (adapter.py hands it the variant): dX is the tape's gradient.
+Reverse mode only."""
 
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
 
-from ...base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
-from ..adapter import ADAPTER as POOLING
-from . import ROI_VARIANTS, plan
+from ...base import ERROR, OK, UNSUPPORTED, Outcome, Unsupported
+from . import plan
 
 
-class CropAndResizeAdapter:
-    framework = "tensorflow"
-    variants = ROI_VARIANTS
-
-    def version(self) -> str:
-        return POOLING.version()
-
-    def devices(self) -> list[str]:
-        return POOLING.devices()
-
-    def environment(self) -> dict:
-        return POOLING.environment()
-
-    def run(self, spec, variant, device, x, grad_output) -> Outcome:
-        if device not in self.devices():
-            return Outcome(NO_DEVICE, message="TensorFlow sees no GPU")
-        call = plan(spec, variant, x.shape)
-        if isinstance(call, Unsupported):
-            return Outcome(UNSUPPORTED, message=call.reason)
-        s = call.window
-        try:
-            with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
-                xt = tf.constant(np.transpose(x, (0, 2, 3, 1)))   # NHWC, as detectors hold feature maps
-                gt = tf.constant(np.transpose(grad_output, (0, 2, 3, 1)))
-                with tf.GradientTape() as tape:
-                    tape.watch(xt)
-                    crops = tf.image.crop_and_resize(xt, tf.constant(call.boxes, tf.float32),
-                                                     tf.constant(call.box_indices, tf.int32), call.crop_size)
-                    y = tf.nn.avg_pool2d(crops, s, s, "VALID")
-                dx = tape.gradient(y, xt, output_gradients=gt)
-        except Exception as e:  # whatever TensorFlow raised is the result
-            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
-        return Outcome(OK, forward=np.transpose(y.numpy(), (0, 3, 1, 2)).copy(),
-                       grad_input=np.transpose(dx.numpy(), (0, 3, 1, 2)).copy(), info={"device": device})
-
-
-ADAPTER = CropAndResizeAdapter()
+def run(spec, variant, device, x, grad_output) -> Outcome:
+    call = plan(spec, variant, x.shape)
+    if isinstance(call, Unsupported):
+        return Outcome(UNSUPPORTED, message=call.reason)
+    s = call.window
+    try:
+        with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+            xt = tf.constant(np.transpose(x, (0, 2, 3, 1)))   # NHWC, as detectors hold feature maps
+            gt = tf.constant(np.transpose(grad_output, (0, 2, 3, 1)))
+            with tf.GradientTape() as tape:
+                tape.watch(xt)
+                crops = tf.image.crop_and_resize(xt, tf.constant(call.boxes, tf.float32),
+                                                 tf.constant(call.box_indices, tf.int32), call.crop_size)
+                y = tf.nn.avg_pool2d(crops, s, s, "VALID")
+            dx = tape.gradient(y, xt, output_gradients=gt)
+    except Exception as e:  # whatever TensorFlow raised is the result
+        return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+    return Outcome(OK, forward=np.transpose(y.numpy(), (0, 3, 1, 2)).copy(),
+                   grad_input=np.transpose(dx.numpy(), (0, 3, 1, 2)).copy(), info={"device": device})
