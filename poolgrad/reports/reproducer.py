@@ -135,7 +135,7 @@ def spec_context(spec: PoolSpec, shape, dtype: str) -> dict:
         entry, info = tolerances.table()[spec.op][dtype], ml_dtypes.finfo(dtype)
         tolerance = (entry["atol_tiny"] * float(info.smallest_normal), entry["rtol_eps"] * float(info.eps))
     return {"windows": windows, "kind": kind, "tolerance": tolerance,
-            "count_padding": bool(spec.count_include_pad and not spec.is_adaptive),
+            "count_padding": bool(spec.count_include_pad and not spec.is_adaptive), "segment": spec.is_segment,
             "divisor_override": spec.divisor_override, "norm_type": spec.norm_type}
 
 
