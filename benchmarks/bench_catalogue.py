@@ -12,12 +12,20 @@ in the same mode, and the least that ratio can be with as many test items as the
     python benchmarks/bench_catalogue.py [--modes n2,seq] [--caches cold,warm] [--baseline REV]
         [--variants eager,jit,...] [--frameworks torch,...] [-k EXPR] [--scale N [--floor]] [--json out.json]
     python benchmarks/bench_catalogue.py --caches warm --cache-dir ~/.cache/poolgrad --rounds 2 --baseline HEAD
+    python benchmarks/bench_catalogue.py --what catalogue,test --modes n2 --caches cold --baseline 6d8d94d \
+        --rounds 2 --frameworks tinygrad -k max_pool1d     # a fresh machine's first run, in minutes
 
 Each run is ``pytest poolgrad/conformance --results R`` in a subprocess (the suite exactly as a
-user runs it); a baseline runs in a temporary ``git worktree`` of REV with the same Python.
-Every (tree, mode) starts from an empty compiler cache directory ("cold": inductor's C++
-builds, XLA compilations), and "warm" reruns it with the cache the cold run filled (a rerun
-on the same machine). ``--caches warm --cache-dir DIR`` times only warm runs, every tree and
+user runs it); ``--what test`` also runs the test command (``./run.sh test``'s pytest: the
+project's tests and the catalogue, ``-n 2``). A baseline runs in a temporary ``git worktree`` of
+REV with the same Python, its tree (and its plugins) first on PYTHONPATH, so the shared
+virtualenv's editable install is left alone. Every (tree, what, mode, round) starts from empty
+compiler caches ("cold", a fresh machine's first run): poolgrad's (--compile-cache's default,
+$POOLGRAD_CACHE_DIR) and each framework's own default, pointed at fresh temporary directories by
+environment variables, never deleted (:func:`cache_env`); "warm" reruns it with the caches the
+cold run filled (a rerun on the same machine). ``--rounds N`` repeats the runs with the trees'
+order alternating, keeping each run's fastest time (other load only adds time), and prints each
+round's ratios. ``--caches warm --cache-dir DIR`` times only warm runs, every tree and
 mode on the one already warm cache DIR (the generated kernels do not depend on poolgrad's
 commit), and ``--rounds N`` repeats them with the trees alternating, keeping each run's
 fastest wall time (other load only adds time). Records per second per target divide the target's records by the
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import importlib.metadata
 import json
 import os
 import re
@@ -46,11 +55,43 @@ from poolgrad.reports.records import read_results  # noqa: E402  (the checkout's
 MODES = {"seq": ["-p", "no:xdist"], "n2": ["-n", "2", "--dist", "loadgroup"]}
 
 
-def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache: Path) -> dict:
+def cache_env(cache: Path, tree: Path) -> dict[str, str]:
+    """This process's environment with every compiler cache a run can fill under ``cache``:
+    poolgrad's, inductor's (by default /tmp/torchinductor_$USER) and Triton's (~/.triton), the
+    XDG cache home (tinygrad's ~/.cache/tinygrad/cache.db, poolgrad's ~/.cache/poolgrad), CUDA's
+    kernel cache; a JAX persistent cache the user set is dropped (JAX keeps none by default).
+    TensorFlow's XLA keeps one only where poolgrad asks (under poolgrad's), MLX and Keras none.
+    PYTHONPATH puts ``tree``'s poolgrad and plugins first: the editable install's finder comes
+    after every path entry."""
+    plugins = sorted(str(p) for p in (tree / "plugins").glob("poolgrad-*") if p.is_dir())
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "PYTHONPATH")}
+    masks = mask_plugins(tree, cache / "masked-plugins")
+    return {**env, "POOLGRAD_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(cache / "xdg"),
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
+            "CACHEDB": str(cache / "xdg" / "tinygrad" / "cache.db"), "CUDA_CACHE_PATH": str(cache / "nv"),
+            "PYTHONPATH": os.pathsep.join([str(tree), *plugins, *masks])}
+
+
+def mask_plugins(tree: Path, where: Path) -> list[str]:
+    """A directory whose metadata hides, from runs of ``tree``, the plugins installed in this
+    Python that ``tree`` does not have (a commit from before them cannot import them, and the
+    registry loads every ``poolgrad.adapters`` entry point): the first distribution of a name on
+    sys.path is the one importlib.metadata reads, and this one declares no entry points."""
+    own = {p.parent.name for p in (tree / "plugins").glob("poolgrad-*/*/__init__.py")}
+    absent = {ep.dist.name for ep in importlib.metadata.entry_points(group="poolgrad.adapters")
+              if ep.module.split(".")[0] not in own | {"poolgrad"}}
+    for name in absent:
+        info = where / f"{name.replace('-', '_')}-0.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0\n")
+    return [str(where)] if absent else []
+
+
+def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache: Path, what: str = "catalogue") -> dict:
     # Commits from before --compile-cache still get a private inductor cache (its default is
     # shared in /tmp), so cold means cold for them too.
     options = next(p for p in (tree / "poolgrad" / "suite" / "options.py", tree / "suite" / "options.py") if p.exists())
-    knows_cache = "compile-cache" in options.read_text()
+    knows_cache = "compile-cache" in options.read_text() and what == "catalogue"
     junit = results.with_suffix(".xml")
     # Commits whose writer compresses (records.open_results) write gzip, as the test command does.
     records_py = tree / "poolgrad" / "reports" / "records.py"
@@ -60,10 +101,11 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
     # the installed plugin (this Python's entry point) would register a second time.
     suite = ["poolgrad/conformance"] if (tree / "poolgrad" / "conformance").is_dir() else [
         "tests/conformance", "-p", "no:poolgrad"]
-    cmd = [sys.executable, "-m", "pytest", *suite, "-q", "-p", "no:cacheprovider",
+    # The test command collects its testpaths (the project's tests and the catalogue) itself.
+    cmd = [sys.executable, "-m", "pytest", *(suite if what == "catalogue" else []), "-q", "-p", "no:cacheprovider",
            *MODES[mode], *selection, "--results", str(results), "--junitxml", str(junit),
            *(["--compile-cache", str(cache)] if knows_cache else [])]
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor")}
+    env = cache_env(cache, tree)
     fxgraphs = cache / "torchinductor" / "fxgraph"
     compiled_before = _entries(fxgraphs)
     start, used = time.perf_counter(), _children_cpu_s()
@@ -81,9 +123,13 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
         if rec["outcome"] != "skipped":
             calls[rec["target"]].add((json.dumps(rec["spec"], sort_keys=True), tuple(rec["shape"][1:])))
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
+    failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     records = sum(n for n, _ in per_target.values())
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "exit": proc.returncode, "pytest": summary, "records": records,
-            "outcomes": dict(outcomes),
+            # The checks' own seconds (framework call share plus verdict), by target and in all.
+            "check_cpu_s": round(sum(s for _, s in per_target.values()), 1),
+            "check_s_per_target": {t: round(s, 1) for t, (_, s) in sorted(per_target.items())},
+            "outcomes": dict(outcomes), "failed": failed,
             "records_per_s": {t: round(n / s, 1) if s else None for t, (n, s) in sorted(per_target.items())},
             "calls_per_target": {t: len(c) for t, c in sorted(calls.items())},
             # What this run added to the cache: a warm run's cache hits add nothing.
@@ -92,15 +138,6 @@ def run_suite(tree: Path, mode: str, selection: list[str], results: Path, cache:
             "results_plain_bytes": _plain_bytes(results),
             "results_bytes_per_record": round(results.stat().st_size / records) if records else None,
             "junit_bytes": junit.stat().st_size if junit.exists() else 0}
-
-
-def install(tree: Path) -> None:
-    """This Python's poolgrad made ``tree``'s (an editable install) before the tree's runs: the
-    plugin entry points a commit registers (``poolgrad.adapters``) are the installed metadata's,
-    and another commit's may name records this one lacks. Plugins installed beside poolgrad
-    load in every run: uninstall them before a baseline that cannot import them."""
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(tree)],
-                   check=True, capture_output=True)
 
 
 def _plain_bytes(results: Path) -> int:
@@ -158,6 +195,11 @@ def scaled_case_files(where: Path, scale: int) -> dict[str, Path]:
     return files
 
 
+def run_name(label: str, what: str, mode: str, cache: str) -> str:
+    """current/n2/cold (the catalogue), current/test/n2/cold (the test command)."""
+    return "/".join([label, *([what] if what != "catalogue" else []), mode, cache])
+
+
 def worktree(rev: str, where: Path) -> Path:
     path = where / "baseline"
     subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
@@ -181,43 +223,55 @@ def main(argv=None) -> int:
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="one compiler cache for every run (with --caches warm: an already warm one)")
     p.add_argument("--rounds", type=int, default=1, metavar="N",
-                   help="with --caches warm: N rounds, trees alternating; each run keeps its fastest wall time")
+                   help="N rounds, the trees' order alternating (each cold run on empty caches of its own); "
+                        "each run keeps its fastest wall and CPU time")
+    p.add_argument("--what", default="catalogue",
+                   help="comma list of: catalogue (pytest poolgrad/conformance), test (the test command: "
+                        "pytest over the testpaths, tests/ and the catalogue)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     if "cold" not in args.caches.split(",") and not args.cache_dir:
         p.error("--caches warm needs --cache-dir DIR (a warm compiler cache), or cold before it to fill one")
-    if args.rounds > 1 and "cold" in args.caches.split(","):
-        p.error("--rounds N repeats warm runs only (a second cold run would be warm): use --caches warm --cache-dir DIR")
+    if args.rounds > 1 and "cold" in args.caches.split(",") and args.cache_dir:
+        p.error("--rounds N with cold runs needs an empty cache per run: leave out --cache-dir")
+    whats = args.what.split(",")
+    if set(whats) - {"catalogue", "test"}:
+        p.error(f"--what: catalogue and/or test, got {args.what!r}")
     selection = [f"--{name}={value}" for name, value in (("variants", args.variants),
                                                           ("frameworks", args.frameworks)) if value]
     selection += ["-k", args.keyword] if args.keyword else []
     modes = args.modes.split(",")
     caches = args.caches.split(",")
     report: dict = {"selection": selection, "runs": {}}
+    rounds: dict[str, list] = {}  # run name -> its runs, one a round
     with tempfile.TemporaryDirectory() as tmp:
         def cache_dir(name: str) -> Path:
-            """The compiler cache of a (tree, mode): its own, empty before its cold run, or --cache-dir."""
+            """The compiler caches of a (tree, what, mode, round): its own, empty before its cold run,
+            or --cache-dir."""
             return Path(args.cache_dir).expanduser() if args.cache_dir else Path(tmp) / f"cache-{name}"
         trees = {"current": ROOT}
         if args.baseline:
             trees["baseline"] = worktree(args.baseline, Path(tmp))
         try:
             # With --scale the catalogue's own run is the x1 case file's: run once, not twice.
-            for _ in range(0 if args.scale and not args.baseline else args.rounds):
-                for label, tree in trees.items():
-                    if args.baseline:
-                        install(tree)
-                    for mode in modes:
-                        for cache in caches:
-                            name = f"{label}/{mode}/{cache}"
-                            r = run_suite(tree, mode, selection, Path(tmp) / f"{label}-{mode}-{cache}.jsonl",
-                                          cache_dir(f"{label}-{mode}"))
-                            if name in report["runs"]:
-                                for key in ("wall_s", "cpu_s"):
-                                    r[key] = min(r[key], report["runs"][name][key])
-                            report["runs"][name] = r
-                            print(f"{name}: {r['wall_s']} s wall, {r['cpu_s']} s CPU, {r['records']} records, "
-                                  f"exit {r['exit']} ({r['pytest']})", flush=True)
+            for round_ in range(0 if args.scale and not args.baseline else args.rounds):
+                # Alternating: neither tree always runs first (or on the machine the other warmed).
+                for label, tree in list(trees.items())[::-1 if round_ % 2 else 1]:
+                    for what in whats:
+                        for mode in modes:
+                            for cache in caches:
+                                name = run_name(label, what, mode, cache)
+                                r = run_suite(tree, mode, selection,
+                                              Path(tmp) / f"{label}-{what}-{mode}-{cache}-{round_}.jsonl",
+                                              cache_dir(f"{label}-{what}-{mode}-{round_}"), what)
+                                rounds.setdefault(name, []).append(r)
+                                print(f"{name} (round {round_ + 1}): {r['wall_s']} s wall, {r['cpu_s']} s CPU, "
+                                      f"{r['records']} records, exit {r['exit']} ({r['pytest']})", flush=True)
+                                for line in r["failed"][:10]:  # a slower tree that fails is no comparison
+                                    print(f"  {line}", flush=True)
+            for name, runs_of in rounds.items():
+                report["runs"][name] = {**runs_of[-1], **{key: min(r[key] for r in runs_of)
+                                                         for key in ("wall_s", "cpu_s")}}
             if args.scale:
                 for label, path in scaled_case_files(Path(tmp), args.scale).items():
                     for cache in caches:
@@ -235,23 +289,33 @@ def main(argv=None) -> int:
                                   f"{floor['cpu_s']} s CPU, exit {floor['exit']}", flush=True)
         finally:
             if args.baseline:
-                install(ROOT)
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])], cwd=ROOT,
                                capture_output=True)
     runs = report["runs"]
     wall = {name: r["wall_s"] for name, r in runs.items()}
     ratios = {}
     for label in trees if not (args.scale and not args.baseline) else ():
-        for cache in caches:
-            if "seq" in modes and "n2" in modes:
-                ratios[f"{label} {cache}: n2 / seq"] = wall[f"{label}/n2/{cache}"] / wall[f"{label}/seq/{cache}"]
-        for mode in modes if {"cold", "warm"} <= set(caches) else ():
-            ratios[f"{label} {mode}: warm / cold"] = wall[f"{label}/{mode}/warm"] / wall[f"{label}/{mode}/cold"]
-    for mode in modes if args.baseline else ():
-        for cache in caches:
-            ratios[f"{mode} {cache}: current / baseline"] = wall[f"current/{mode}/{cache}"] / wall[f"baseline/{mode}/{cache}"]
-            ratios[f"{mode} {cache}: current / baseline, CPU time"] = (
-                runs[f"current/{mode}/{cache}"]["cpu_s"] / runs[f"baseline/{mode}/{cache}"]["cpu_s"])
+        for what in whats:
+            for cache in caches:
+                if "seq" in modes and "n2" in modes:
+                    ratios[f"{label} {what} {cache}: n2 / seq"] = (
+                        wall[run_name(label, what, "n2", cache)] / wall[run_name(label, what, "seq", cache)])
+            for mode in modes if {"cold", "warm"} <= set(caches) else ():
+                ratios[f"{label} {what} {mode}: warm / cold"] = (
+                    wall[run_name(label, what, mode, "warm")] / wall[run_name(label, what, mode, "cold")])
+    for what in whats if args.baseline else ():
+        for mode in modes:
+            for cache in caches:
+                current, baseline = (rounds[run_name(label, what, mode, cache)] for label in ("current", "baseline"))
+                for key, unit in (("wall_s", ""), ("cpu_s", ", CPU time"), ("check_cpu_s", ", summed duration_s")):
+                    pairs = [(c[key], b[key]) for c, b in zip(current, baseline)]
+                    if not min(b for _, b in pairs):
+                        continue
+                    ratios[f"{what} {mode} {cache}: current / baseline{unit}"] = (
+                        min(c for c, _ in pairs) / min(b for _, b in pairs))
+                    if len(pairs) > 1:  # each round's own ratio: how far load moved them
+                        print(f"{what} {mode} {cache}: current / baseline{unit} by round: "
+                              + ", ".join(f"{c / b:.3f}" if b else "-" for c, b in pairs))
     for cache in caches if args.scale else ():
         ratios[f"{args.scale}x cases per spec, {cache}: time / 1x"] = (
             wall[f"cases x{args.scale}/{modes[0]}/{cache}"] / wall[f"cases x1/{modes[0]}/{cache}"])
@@ -273,7 +337,7 @@ def main(argv=None) -> int:
               f"{r['results_plain_bytes'] / 1e6:.1f} MB as plain JSON lines), "
               f"JUnit XML {r['junit_bytes'] / 1e6:.1f} MB, inductor compilations {r['inductor_compilations']}")
         for target, rate in r["records_per_s"].items():
-            print(f"{name} {target}: {rate} records/s of check time, "
+            print(f"{name} {target}: {r['check_s_per_target'][target]} s of checks, {rate} records/s of check time, "
                   f"{r['calls_per_target'].get(target, 0)} framework calls (batching groups)")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     report["peak_rss_mib_largest_process"] = round(peak, 1)
