@@ -57,8 +57,9 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # empty-segment values, tie splits, NaN and -inf gradients, zero signs of mask * g gradients
     # 161-162: RoI pooling (issue 40): torchvision roi_align's corners of weight 0, TensorFlow's
     # crop_and_resize border samples
+    # 163: the third GPU column (an H200): torchvision's CUDA RoI gradients added with atomics
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 162
+    assert 25 <= len(own) <= 163
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
