@@ -49,13 +49,15 @@ import numpy as np
 from poolgrad import reference
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target, Unsupported
-from poolgrad.cases import findings as kb
-from poolgrad.cases import semantics
 from poolgrad.cases.case_file import CaseFileError, load_case_file
 from poolgrad.cases.examples import mode_of
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import Finding, Reference
+from poolgrad.knowledge.impacts import IMPACTS
 from poolgrad.reference.probes import routing_probe
 from poolgrad.reference.properties import properties_of_cases
-from poolgrad.reports import reproducer
+from poolgrad.reports import reproducer, semantics
 from poolgrad.verdicts import Policy, tolerances
 from poolgrad.verdicts.ad_modes import direction
 from poolgrad.verdicts.compare import identical
@@ -76,7 +78,7 @@ RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviou
 VOCABULARY = re.compile(
     r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign)=|\bspec\b|\bspec's\b|SPEC\.md"
     r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b"
-    % "|".join(i for i in kb.IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
+    % "|".join(i for i in IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
     re.IGNORECASE)
 
 _ENV = jinja2.Environment(
@@ -142,7 +144,7 @@ def _period(flat: np.ndarray) -> int:
     return next(p for p in range(1, bits.size + 1) if np.array_equal(bits[p:], bits[:bits.size - p]))
 
 
-def example_case(f: kb.Finding):
+def example_case(f: Finding):
     """The example file's first case in the finding's scope (by op, dtype and case properties)."""
     if f.example is None:
         raise NoDraft(f"finding {f.id!r} has no example case file (field 'example' in its findings file): add one")
@@ -156,7 +158,7 @@ def example_case(f: kb.Finding):
     return cases[0]
 
 
-def target_of(f: kb.Finding, case) -> Target:
+def target_of(f: Finding, case) -> Target:
     """The finding's first variant (and device, CPU first) that has a call for the case."""
     devices = [d for d in registry.DEVICES if any(fnmatch.fnmatchcase(d, p) for p in f.devices)]
     for variant in semantics.variants_of(f):
@@ -167,7 +169,7 @@ def target_of(f: kb.Finding, case) -> Target:
     raise NoDraft(f"finding {f.id!r}: no variant of {', '.join(f.variants)} has a call for its example case {case.id!r}")
 
 
-def environment_switches(f: kb.Finding) -> dict:
+def environment_switches(f: Finding) -> dict:
     """What the process needs for the finding to be in scope: the switches that keep the
     framework's kernels off the features its ``kernel_features`` excludes (its Dispatch)."""
     excluded = {r[1:] for r in f.kernel_features if r.startswith("!")}
@@ -182,7 +184,7 @@ def expected(spec, x, g, mode: str) -> dict[str, np.ndarray]:
     return {"output": reference.forward(spec, x), "gradient": reference.backward(spec, x, g)}
 
 
-def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | None:
+def claimed(f: Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | None:
     """What the finding says the framework returns on the case (its claim run through the
     reference), for the sides it changes; None for a claim that names no values (an error, a
     crash, a result that follows no rule)."""
@@ -199,7 +201,7 @@ def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | Non
     return out
 
 
-def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None, by_values: bool = True) -> bool:
+def shows(f: Finding, spec, x, g, mode: str, props: frozenset[str] | None = None, by_values: bool = True) -> bool:
     """Whether the case shows the finding: in its scope and, for a claim of values (``by_values``),
     with values the reference says differ from the expected ones (``props``: the case's, where
     known)."""
@@ -213,7 +215,7 @@ def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = N
     return any(not identical(got, want[side]) for side, got in claim.items())
 
 
-def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
+def shrinks(f: Finding, case, target: Target, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Inputs and upstream gradients that may show the finding, smallest first, the example's
     own last: boxes of the first (n, c) plane that shows it, that plane, then the example
     (windows never span planes). A finding about the size of the call (``min_call_elements``)
@@ -275,7 +277,7 @@ def _boxes(spatial) -> list[tuple[slice, ...]]:
     return [tuple(b) for b in itertools.product(*per_axis)]
 
 
-def checked_sides(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]:
+def checked_sides(f: Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]:
     """The expected arrays the reproducer compares: the sides the finding's claim changes on the
     case, every side for a claim that names no values."""
     want = expected(spec, x, g, mode)
@@ -286,7 +288,7 @@ def checked_sides(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]
 
 
 # -- the reproducer ---------------------------------------------------------------------------
-def _template(f: kb.Finding, target: Target, name: str):
+def _template(f: Finding, target: Target, name: str):
     """The variant's planner's template ``name`` (Keras's for keras), else the framework's, else
     the base's."""
     fw = registry.get(f.framework)
@@ -295,7 +297,7 @@ def _template(f: kb.Finding, target: Target, name: str):
     return _ENV.select_template([f"{p}/{name}" for p in dict.fromkeys((planner, fw.planner)) if p] + [base]), planner
 
 
-def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
+def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
     """The standalone reproducer of ``f`` on (x, g)."""
     spec = case.spec
     if mode not in ("backward", "jvp"):
@@ -401,7 +403,7 @@ def api_name(framework: str, spec, rank: int, call) -> str | None:
     return "".join(template.blocks["api"](context)).strip() or None
 
 
-def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> list[str]:
+def others(knowledge: Knowledge, f: Finding, spec, x, g, mode: str) -> list[str]:
     """The frameworks that return the expected values on this input (CPU, their usual call), by
     poolgrad's knowledge base: a call there and no finding of theirs in scope. At most five."""
     props = properties_of_cases(spec, [x])[0]
@@ -431,7 +433,7 @@ def expectation(spec, dtype: str) -> str:
             f"that is the upstream gradient shared over the window the same way")
 
 
-def returns(f: kb.Finding, claim: dict | None, want: dict) -> str:
+def returns(f: Finding, claim: dict | None, want: dict) -> str:
     """What the framework returns on the case, by the finding's claim."""
     if f.verdict == "error" and f.error:
         return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
@@ -460,11 +462,11 @@ def run_script(script: str, timeout: float = 600) -> dict:
     return {"status": status, "text": "\n".join(lines[-12:])}
 
 
-def report_of(f: kb.Finding) -> kb.Reference | None:
+def report_of(f: Finding) -> Reference | None:
     return next((r for r in f.upstream if r.type == "report"), None)
 
 
-def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False, verify: bool = False) -> str:
+def draft(knowledge: Knowledge, f: Finding, run: bool = False, verify: bool = False) -> str:
     """The Markdown draft of an upstream report of ``f``; ``run``: with the reproducer's output
     on this machine; ``verify``: on the smallest input whose reproducer shows the behaviour here
     (where the framework is installed)."""
@@ -524,7 +526,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-check", action="store_true", help="do not run the reproducer to pick its input (the smallest "
                    "that the reference says shows the behaviour; checked by running it where the framework is installed)")
     args = p.parse_args(argv)
-    knowledge = kb.load(extra=args.findings)
+    knowledge = sources.load(extra=args.findings)
     by_id = {f.id: f for f in knowledge}
     unknown = [i for i in args.ids if i not in by_id]
     if unknown:

@@ -23,7 +23,7 @@ from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
 from poolgrad.adapters.fake_adapter import ABORT
 from poolgrad.adapters.worker import Lost, Worker
-from poolgrad.cases import findings
+from poolgrad.knowledge import sources
 from poolgrad.reference import PoolSpec
 from poolgrad.suite.plugin import summary
 
@@ -174,7 +174,7 @@ def test_pytest_marks_the_imported_package_for_rewriting_without_a_warning(pytes
 
 
 def test_the_summary_names_the_findings_hit_worst_impact_first():
-    kb = findings.load()
+    kb = sources.load()
     crash = next(f for f in kb if f.impact == "crash")
     tie = next(f for f in kb if f.impact == "valid_subgradient")
     counts = {("pass", "conforms"): 5, ("expected", "policy"): 7, ("fail", "wrong"): 2, ("skipped", "unsupported"): 3}

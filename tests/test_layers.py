@@ -12,9 +12,9 @@ from poolgrad.adapters import registry
 
 PACKAGE = Path(__file__).parents[1] / "poolgrad"
 # Lowest first: the executable spec, then what runs frameworks and judges their results, the
-# catalogue and knowledge base, reports, drafts of upstream reports, the run, and pytest's entry points.
-LAYERS = ["json_values", "reference", "adapters", "verdicts", "cases", "reports", "upstream", "suite", "plugin", "cli",
-          "conformance"]
+# knowledge base, the catalogue, reports, drafts of upstream reports, the run, and pytest's entry points.
+LAYERS = ["json_values", "reference", "adapters", "verdicts", "knowledge", "cases", "reports", "upstream", "suite",
+          "plugin", "cli", "conformance"]
 # The framework side: the framework packages, and the kernel library module two of them share.
 FRAMEWORK_SIDE = ("adapters/torch/", "adapters/tensorflow/", "adapters/jax/", "adapters/keras/", "adapters/onednn.py")
 # Kernel libraries' names the core must not use, not even in comments.

@@ -23,10 +23,11 @@ import pytest
 
 from poolgrad import upstream
 from poolgrad.adapters import registry
-from poolgrad.cases import findings
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
 from poolgrad.cases.examples import mode_of
 
-KB = findings.load()
+KB = sources.load()
 BY_ID = {f.id: f for f in KB}
 # The drafts of the knowledge base, by finding (rendered once: ~8 s for all of them).
 DRAFTS = {}
@@ -230,7 +231,7 @@ def test_run_puts_the_reproducers_output_in_the_draft(capsys):
     assert text.index("```python") < output.start()  # the reproducer stays the first block
 
 
-def own_finding(tmp_path, fid: str, extra: str) -> findings.Knowledge:
+def own_finding(tmp_path, fid: str, extra: str) -> Knowledge:
     (tmp_path / "mine.toml").write_text(f'''[[finding]]
 id = "{fid}"
 title = "A finding of my own"
@@ -243,7 +244,7 @@ behaviour = "The kernel keeps the last of tied maxima, which this entry says onl
 source = "my_kernel.cpp"
 {extra}
 ''')
-    return findings.load(extra=[tmp_path / "mine.toml"])
+    return sources.load(extra=[tmp_path / "mine.toml"])
 
 
 def test_a_finding_reported_upstream_gets_no_draft_but_its_link(tmp_path, capsys):

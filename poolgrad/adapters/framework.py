@@ -14,7 +14,7 @@ from poolgrad.reference.properties import PROPERTIES
 
 class Dispatch:
     """What of a framework's environment decides which of its kernels run, for findings to scope
-    on (poolgrad/cases/findings.py, Machine) and release lanes to be named by. This base is a
+    on (poolgrad/knowledge/machine.py, Machine) and release lanes to be named by. This base is a
     framework whose environment decides nothing of the kind; a framework package whose kernels
     dispatch on its environment (a kernel library's switches) supplies its own.
 

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from poolgrad.cases import findings as kb
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.schema import FindingsError
 
 from . import diff as diff_mod
 from . import html, markdown
@@ -78,7 +79,7 @@ def _merge(args) -> int:
 
 
 def _diff(args) -> int:
-    d = diff_mod.diff(read_results(args.baseline), read_results(args.new), kb.load(history=None, extra=args.findings))
+    d = diff_mod.diff(read_results(args.baseline), read_results(args.new), sources.load(history=None, extra=args.findings))
     if args.format == "json":
         print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
     else:
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (RecordError, OSError, kb.FindingsError) as e:
+    except (RecordError, OSError, FindingsError) as e:
         print(f"python -m poolgrad.reports {args.command}: {e}", file=sys.stderr)
         return 2
 

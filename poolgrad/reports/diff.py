@@ -36,8 +36,10 @@ from collections.abc import Callable
 
 from packaging.version import InvalidVersion
 
-from poolgrad.cases import findings as kb
-from poolgrad.cases.history import version_key
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.history import version_key
+from poolgrad.knowledge.impacts import IMPACT_RANK
 
 from .records import encode_array, written_values
 from .schema import NOT_RUN, RAN, case_label, is_divergence, mode_of
@@ -178,7 +180,7 @@ class Diff:
                                      g.was.label(), g.now.label()))
 
     def _worst(self, ids) -> int:
-        ranks = [kb.IMPACT_RANK[self.findings[i]["impact"]] for i in ids if self.findings[i]["impact"]]
+        ranks = [IMPACT_RANK[self.findings[i]["impact"]] for i in ids if self.findings[i]["impact"]]
         return max(ranks, default=-1)
 
     def to_dict(self) -> dict:
@@ -352,7 +354,7 @@ def diff(base: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]]
     """``knowledge``: the findings (default: the installed knowledge base) that say which
     results are nondeterministic and what fixes a finding has."""
     (base_envs, base_results), (new_envs, new_results) = base, new
-    knowledge = kb.load(history=None) if knowledge is None else kb.Knowledge(knowledge)
+    knowledge = sources.load(history=None) if knowledge is None else Knowledge(knowledge)
     racing = {f.id for f in knowledge if f.verdict == "nondeterministic"}
     versioned = _versioned(base_results) | _versioned(new_results)
     a, b = _index(base_results, versioned), _index(new_results, versioned)
@@ -458,7 +460,7 @@ def _summary(d: Diff, style: Style) -> str:
     changes = [c for name in BEHAVIOUR for c in getattr(d, name)]
     failing = sum(c.now.outcome in ("fail", "behaviour_changed") for c in changes)
     now = {fid for c in changes for fid in c.now.findings if d.findings[fid]["impact"]}
-    worst = max(now, key=lambda fid: (kb.IMPACT_RANK[d.findings[fid]["impact"]], fid), default=None)
+    worst = max(now, key=lambda fid: (IMPACT_RANK[d.findings[fid]["impact"]], fid), default=None)
     return (f"{_count(len(d.new_divergences), 'new divergence')}, {len(d.fixed)} fixed, "
             f"{_count(len(d.behaviour_changes), 'behaviour change')}; {failing} of them failing now"
             + (f"; worst impact now: {d.findings[worst]['impact']} ({style.code(worst)})" if worst else ""))

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 import pytest
 from _pytest.junitxml import xml_key
 
-from poolgrad.cases.findings import IMPACT_RANK
+from poolgrad.knowledge.impacts import IMPACT_RANK
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results

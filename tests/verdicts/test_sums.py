@@ -91,12 +91,13 @@ def test_a_finding_that_claims_the_order_explains_a_reordered_result_bit_for_bit
     """A kernel that adds one output axis at a time in float32 is what accumulate = "dtype_per_axis"
     names: the finding explains it (expected); the same routing summed in a random order passes
     as reordered, the finding in scope but not claiming it."""
-    from poolgrad.cases.findings import Knowledge, _finding
+    from poolgrad.knowledge.base import Knowledge
+    from poolgrad.knowledge.schema import parse_finding
     from poolgrad.cases import make_case
     from poolgrad.adapters.base import Target
     from poolgrad.suite.check import check
     x, g = _case()
-    kb = Knowledge([_finding({"id": "sums-in-dtype", "title": "sums in float32", "framework": "otherfw",
+    kb = Knowledge([parse_finding({"id": "sums-in-dtype", "title": "sums in float32", "framework": "otherfw",
                               "gradient": {"accumulate": "dtype_per_axis"}, "behaviour": "b", "source": "s", "upstream": []}, 0)])
     case = make_case("realistic", "realistic", SPEC, x, g)
     target = Target("otherfw", "eager", "cpu")

@@ -13,9 +13,9 @@ Two kinds of reader, two kinds of page:
 
 The HTML report carries the same pages (:func:`html_pages`).
 
-    python -m poolgrad.cases.semantics --write     # writes docs/SEMANTICS.md and docs/frameworks/*.md
-    python -m poolgrad.cases.semantics             # prints docs/SEMANTICS.md
-    python -m poolgrad.cases.semantics -o FILE     # writes docs/SEMANTICS.md's text to FILE
+    python -m poolgrad.reports.semantics --write     # writes docs/SEMANTICS.md and docs/frameworks/*.md
+    python -m poolgrad.reports.semantics             # prints docs/SEMANTICS.md
+    python -m poolgrad.reports.semantics -o FILE     # writes docs/SEMANTICS.md's text to FILE
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from pathlib import Path
 
 from poolgrad.adapters.registry import FRAMEWORKS
 
-from . import findings as kb
-from .history import status, version_key
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import NO_UPSTREAM, Finding
+from poolgrad.knowledge.history import status, version_key
+from poolgrad.knowledge.impacts import IMPACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -104,12 +107,12 @@ def idiom_variants(framework: str) -> tuple[str, ...]:
                  if planner and v in getattr(importlib.import_module(planner), "IDIOMS", ()))
 
 
-def _required(f: kb.Finding) -> set[str]:
+def _required(f: Finding) -> set[str]:
     """The case properties the finding requires (of its case, or of its call)."""
     return {alt for r in (*f.when, *f.when_call) if not r.startswith("!") for alt in r.split("|")}
 
 
-def section_of(f: kb.Finding) -> Section:
+def section_of(f: Finding) -> Section:
     """Reductions first (by path), subnormals, low-precision sums (by claim), then by the case's
     values, then by the policy claimed."""
     by_anchor = {s.anchor: s for s in SECTIONS}
@@ -148,7 +151,7 @@ IMPACT_WORDS = {
 }
 
 
-def impact_text(f: kb.Finding) -> str:
+def impact_text(f: Finding) -> str:
     return IMPACT_WORDS.get(f.impact, f.impact) if f.impact else "not rated yet"
 
 
@@ -156,12 +159,12 @@ def _expand(patterns: tuple[str, ...], names) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def variants_of(f: kb.Finding) -> list[str]:
+def variants_of(f: Finding) -> list[str]:
     fw = FRAMEWORKS.get(f.framework)
     return _expand(f.variants, fw.variants) if fw else list(f.variants)
 
 
-def path_text(f: kb.Finding) -> str:
+def path_text(f: Finding) -> str:
     """Framework and variants, and the devices and dtypes where the finding is narrower."""
     fw = FRAMEWORKS.get(f.framework)
     variants = variants_of(f)
@@ -171,14 +174,14 @@ def path_text(f: kb.Finding) -> str:
     return f"{f.framework} {named}" + (f" ({'; '.join(where)})" if where else "")
 
 
-def claim(f: kb.Finding) -> str:
+def claim(f: Finding) -> str:
     """What the finding claims: the policies it follows (SPEC.md, "Policies") or the verdict, and
     the AD modes it is about."""
     modes = "" if f.modes == ("backward",) else f" (in {', '.join(f.modes)})"
     return f.claim_text() + modes
 
 
-def scope_text(f: kb.Finding) -> str:
+def scope_text(f: Finding) -> str:
     """The scope past :func:`path_text`: ops, machine, the cases' properties."""
     scope = [", ".join(f.ops)] if f.ops != ("*",) else []
     scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("kernel features", f.kernel_features)) if v]
@@ -196,8 +199,8 @@ def fact_text(name: str, value) -> str:
     return f"{name} {('on' if value else 'off') if isinstance(value, bool) else value}"
 
 
-def releases(knowledge: kb.Knowledge, f: kb.Finding) -> str:
-    """What each release lane measured of the finding (poolgrad/cases/history.py), and the range
+def releases(knowledge: Knowledge, f: Finding) -> str:
+    """What each release lane measured of the finding (poolgrad/knowledge/history.py), and the range
     derived from it."""
     lanes = {lane["lane"]: lane for lane in knowledge.history.get("lanes", [])}
     seen: dict[str, list[str]] = {}
@@ -215,21 +218,21 @@ def releases(knowledge: kb.Knowledge, f: kb.Finding) -> str:
     return text + (f" (range {f.versions})" if str(f.versions) else "")
 
 
-def upstream_lines(f: kb.Finding) -> list[str]:
+def upstream_lines(f: Finding) -> list[str]:
     """The typed upstream references as Markdown list items; "no upstream report" without one."""
     lines = []
     for r in f.upstream:
         title = r.title or r.url
         kind = f"fix ({r.state})" if r.type == "fix" else r.type
         lines.append(f"{kind}: [{_escape(title)}]({r.url})" + (f": {r.note}" if r.note else ""))
-    return lines or [kb.NO_UPSTREAM]
+    return lines or [NO_UPSTREAM]
 
 
-def reported(f: kb.Finding) -> bool:
+def reported(f: Finding) -> bool:
     return any(r.type == "report" for r in f.upstream)
 
 
-def example_path(f: kb.Finding) -> str | None:
+def example_path(f: Finding) -> str | None:
     """The example case file, relative to the repository root where it lies inside it."""
     if f.example is None:
         return None
@@ -237,7 +240,7 @@ def example_path(f: kb.Finding) -> str | None:
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
-def reproduce_command(f: kb.Finding) -> str | None:
+def reproduce_command(f: Finding) -> str | None:
     """The run that shows the finding on its example: its first variant and device, failing
     where the finding explains a result (``--fail-on`` its impact), so the test names it."""
     if f.example is None:
@@ -248,7 +251,7 @@ def reproduce_command(f: kb.Finding) -> str | None:
     args = ["poolgrad", "--example", f.id, "--frameworks", f.framework, "--variants", variant, "--devices", device]
     if "backward" not in f.modes:
         args += ["--ad-modes", "all"]
-    if f.impact in kb.IMPACTS:  # a known behaviour passes; at its own impact it fails, named
+    if f.impact in IMPACTS:  # a known behaviour passes; at its own impact it fails, named
         args += ["--fail-on", f.impact]
     return shlex.join(args)
 
@@ -263,22 +266,22 @@ def _cell(text: str) -> str:
     return text if len(text) <= MAX_CELL else text[:MAX_CELL - 1] + "…"
 
 
-def _anchor_link(f: kb.Finding, from_docs: bool, text: str) -> str:
+def _anchor_link(f: Finding, from_docs: bool, text: str) -> str:
     page = f"frameworks/{f.framework}.md" if from_docs else f"{f.framework}.md"
     return f"[{_cell(text)}]({page}#{f.id})"
 
 
 # -- the pages ----------------------------------------------------------------------------
-GENERATED = ("Generated by `python -m poolgrad.cases.semantics --write` from the knowledge base (each "
+GENERATED = ("Generated by `python -m poolgrad.reports.semantics --write` from the knowledge base (each "
              "framework's `findings.toml`) and the release lanes' history (each framework package's `history.json`).")
 
 
-def semantics_page(knowledge: kb.Knowledge) -> str:
+def semantics_page(knowledge: Knowledge) -> str:
     """docs/SEMANTICS.md: what each path does, by kind of case, for people who train models."""
-    by_section: dict[str, list[kb.Finding]] = {s.anchor: [] for s in SECTIONS}
+    by_section: dict[str, list[Finding]] = {s.anchor: [] for s in SECTIONS}
     for f in knowledge:
         by_section[section_of(f).anchor].append(f)
-    severity = list(kb.IMPACTS)
+    severity = list(IMPACTS)
     lines = ["# What pooling gradients do in each framework, and whether it matters", "", GENERATED, "",
              "SPEC.md says what max, avg and lp pooling and their gradients should compute. Where a framework "
              "path does something else, a finding says what, why (its kernel source) and how much it matters "
@@ -286,7 +289,7 @@ def semantics_page(knowledge: kb.Knowledge) -> str:
              "show. Each finding's full entry is on its framework's page: "
              + ", ".join(f"[{fw}](frameworks/{fw}.md)" for fw in frameworks_with_findings(knowledge)) + ".", "",
              "| Impact | What it means |", "| --- | --- |"]
-    lines += [f"| {IMPACT_WORDS[i]} | {_cell(words)} |" for i, words in kb.IMPACTS.items()]
+    lines += [f"| {IMPACT_WORDS[i]} | {_cell(words)} |" for i, words in IMPACTS.items()]
     for s in SECTIONS:
         found = sorted(by_section[s.anchor], key=lambda f: (f.framework, -_rank(f, severity), f.id))
         lines += ["", f"## {s.title}", "", " ".join(s.text.split()), ""]
@@ -302,16 +305,16 @@ def semantics_page(knowledge: kb.Knowledge) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rank(f: kb.Finding, severity: list[str]) -> int:
+def _rank(f: Finding, severity: list[str]) -> int:
     return severity.index(f.impact) if f.impact in severity else -1
 
 
-def frameworks_with_findings(knowledge: kb.Knowledge) -> list[str]:
+def frameworks_with_findings(knowledge: Knowledge) -> list[str]:
     # sorted: the registry's order depends on how entry points were found
     return sorted({f.framework for f in knowledge})
 
 
-def framework_page(knowledge: kb.Knowledge, framework: str) -> str:
+def framework_page(knowledge: Knowledge, framework: str) -> str:
     """docs/frameworks/<framework>.md: every finding of the framework, for its maintainers."""
     found = sorted((f for f in knowledge if f.framework == framework), key=lambda f: f.id)
     lines = [f"# {framework}: where its pooling paths depart from the spec", "", GENERATED, "",
@@ -319,13 +322,13 @@ def framework_page(knowledge: kb.Knowledge, framework: str) -> str:
              "`python -m poolgrad.upstream ID` drafts a report for a finding that has none.", "",
              "| Finding | Impact | Upstream |", "| --- | --- | --- |"]
     for f in found:
-        state = "reported" if reported(f) else ("referenced" if upstream_lines(f) != [kb.NO_UPSTREAM] else "none")
+        state = "reported" if reported(f) else ("referenced" if upstream_lines(f) != [NO_UPSTREAM] else "none")
         lines.append(f"| [{f.id}](#{f.id}) | {impact_text(f)} | {state} |")
     for f in found:
         lines += ["", f"## {f.id}", "", f"**{f.title}**", "",
                   f"- Paths: {path_text(f)}" + (f"; {scope_text(f)}" if scope_text(f) else ""),
                   f"- Claim: {claim(f)}",
-                  f"- Impact: {impact_text(f)}" + (f": {kb.IMPACTS[f.impact]}" if f.impact in kb.IMPACTS else ""),
+                  f"- Impact: {impact_text(f)}" + (f": {IMPACTS[f.impact]}" if f.impact in IMPACTS else ""),
                   f"- Behaviour: {f.behaviour}",
                   f"- Kernel source: {f.source}",
                   f"- Releases measured: {releases(knowledge, f)}" + (f"; upstream history: {f.since}" if f.since else "")]
@@ -340,7 +343,7 @@ def framework_page(knowledge: kb.Knowledge, framework: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pages(knowledge: kb.Knowledge) -> dict[str, str]:
+def pages(knowledge: Knowledge) -> dict[str, str]:
     """Every page, by its path under docs/."""
     out = {"SEMANTICS.md": semantics_page(knowledge)}
     for fw in frameworks_with_findings(knowledge):
@@ -348,12 +351,12 @@ def pages(knowledge: kb.Knowledge) -> dict[str, str]:
     return out
 
 
-def markdown(knowledge: kb.Knowledge) -> str:
+def markdown(knowledge: Knowledge) -> str:
     """docs/SEMANTICS.md's text (what ``-o`` writes)."""
     return semantics_page(knowledge)
 
 
-def write(knowledge: kb.Knowledge, docs: Path = DOCS) -> list[Path]:
+def write(knowledge: Knowledge, docs: Path = DOCS) -> list[Path]:
     """Write every page under ``docs``; a framework page of a framework with no finding left is
     removed."""
     written = []
@@ -369,7 +372,7 @@ def write(knowledge: kb.Knowledge, docs: Path = DOCS) -> list[Path]:
 
 
 # -- the same pages in the HTML report -----------------------------------------------------
-def html_pages(knowledge: kb.Knowledge) -> list[dict]:
+def html_pages(knowledge: Knowledge) -> list[dict]:
     """The pages as HTML fragments for the report: [{"id", "title", "html"}]. Raw HTML in the
     Markdown is not rendered (the knowledge is text); links between the pages become links to
     anchors in the one file, other links their text (:func:`_local_links`)."""
@@ -429,14 +432,14 @@ def _local_links(children: list) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m poolgrad.cases.semantics", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m poolgrad.reports.semantics", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--write", action="store_true", help="write docs/SEMANTICS.md and docs/frameworks/<framework>.md")
     out.add_argument("-o", "--output", default="-", help="write docs/SEMANTICS.md's text to this file ('-': print it)")
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
-    knowledge = kb.load(extra=args.findings)
+    knowledge = sources.load(extra=args.findings)
     if args.write:
         for path in write(knowledge):
             print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)

@@ -1,4 +1,4 @@
-"""The semantics pages (poolgrad/cases/semantics.py): every finding on its framework's page under
+"""The semantics pages (poolgrad/reports/semantics.py): every finding on its framework's page under
 its own anchor and in one section of docs/SEMANTICS.md, links that resolve, table cells short
 enough to read, and pages that fit a laptop's width in a real browser."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from poolgrad.cases import findings, semantics
+from poolgrad.knowledge import sources
+from poolgrad.reports import semantics
 
 ROOT = Path(__file__).parents[2]
-KB = findings.load()
+KB = sources.load()
 PAGES = semantics.pages(KB)
 CELL = re.compile(r"(?<!\\)\|")
 
@@ -28,7 +29,7 @@ def table_cells(text: str):
 
 def test_the_committed_pages_are_generated_from_the_knowledge_base():
     for name, text in PAGES.items():
-        assert (ROOT / "docs" / name).read_text() == text, f"docs/{name}: run python -m poolgrad.cases.semantics --write"
+        assert (ROOT / "docs" / name).read_text() == text, f"docs/{name}: run python -m poolgrad.reports.semantics --write"
     committed = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs" / "frameworks").glob("*.md")}
     assert committed == {n for n in PAGES if n.startswith("frameworks/")}
 
