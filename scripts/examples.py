@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from poolgrad.cases import make_case, write_case_file
+from poolgrad.cases.examples import mode_of, needs, relative_path
 from poolgrad.knowledge import sources
 from poolgrad.knowledge.base import Knowledge
 from poolgrad.knowledge.finding import Finding
 from poolgrad.knowledge.machine import Machine
 from poolgrad.knowledge.scope import features_hold
-from poolgrad.cases import make_case, write_case_file
-from poolgrad.cases.examples import mode_of, needs, relative_path
 from poolgrad.reports.records import read_results
 from poolgrad.reports.schema import mode_of as record_mode
 from poolgrad.suite.check import case_properties, op_name

@@ -23,9 +23,10 @@ import pytest
 
 from poolgrad import upstream
 from poolgrad.adapters import registry
+from poolgrad.cases.examples import mode_of
 from poolgrad.knowledge import sources
 from poolgrad.knowledge.base import Knowledge
-from poolgrad.cases.examples import mode_of
+from poolgrad.reports import literals
 
 KB = sources.load()
 BY_ID = {f.id: f for f in KB}
@@ -93,14 +94,14 @@ def test_the_reproducer_uses_the_frameworks_idiom_and_the_references_values():
 
 
 def test_a_large_calls_repeated_values_are_written_by_their_run():
-    assert upstream.literal(np.tile([3.0, 1.5], 20)) == "np.resize([3.0, 1.5], (40,))"
-    assert upstream.literal(np.ldexp(1.0, np.arange(40) % 6)) == "np.resize(np.ldexp(1.0, np.arange(6)), (40,))"
-    assert eval(upstream.literal(np.arange(40.0).reshape(2, 20)), {"np": np}).tolist() == np.arange(40.0).reshape(2, 20).tolist()
+    assert literals.literal(np.tile([3.0, 1.5], 20)) == "np.resize([3.0, 1.5], (40,))"
+    assert literals.literal(np.ldexp(1.0, np.arange(40) % 6)) == "np.resize(np.ldexp(1.0, np.arange(6)), (40,))"
+    assert eval(literals.literal(np.arange(40.0).reshape(2, 20)), {"np": np}).tolist() == np.arange(40.0).reshape(2, 20).tolist()
 
 
 def test_call_arguments_are_written_as_users_write_them():
     call = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 1), "ceil_mode": False}
-    assert upstream.call_args(call, ["kernel_size"], {"stride": (2, 2), "padding": 0, "ceil_mode": False}) == "2, padding=(0, 1)"
+    assert literals.call_args(call, ["kernel_size"], {"stride": (2, 2), "padding": 0, "ceil_mode": False}) == "2, padding=(0, 1)"
 
 
 @pytest.mark.parametrize("finding_id", ALONE)

@@ -14,8 +14,8 @@ from collections import Counter, defaultdict
 import ml_dtypes
 
 from poolgrad.adapters.base import Target
-from poolgrad.knowledge.impacts import IMPACT_RANK
 from poolgrad.cases.model import _DRAW
+from poolgrad.knowledge.impacts import IMPACT_RANK
 from poolgrad.reference import DTYPES
 
 from . import arrays, reproducer, windows

@@ -18,260 +18,25 @@ The HTML report carries the same pages (:func:`html_pages`).
     python -m poolgrad.reports.semantics -o FILE     # writes docs/SEMANTICS.md's text to FILE
 """
 
+
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import fnmatch
-import importlib
 import re
-import shlex
 import sys
 from pathlib import Path
 
 from poolgrad.adapters.registry import FRAMEWORKS
-
 from poolgrad.knowledge import sources
 from poolgrad.knowledge.base import Knowledge
 from poolgrad.knowledge.finding import NO_UPSTREAM, Finding
-from poolgrad.knowledge.history import status, version_key
 from poolgrad.knowledge.impacts import IMPACTS
 
-ROOT = Path(__file__).resolve().parents[2]
+from .finding_text import (IMPACT_WORDS, ROOT, anchor_link, cell, claim, example_path, impact_text, path_text,
+                           releases, reported, reproduce_command, scope_text, upstream_lines)
+from .sections import SECTIONS, idiom_variants, section_of
+
 DOCS = ROOT / "docs"
-MAX_CELL = 300  # characters in a Markdown table cell: a page must read without scrolling sideways
-
-
-@dataclasses.dataclass(frozen=True)
-class Section:
-    anchor: str
-    title: str
-    text: str                           # what the spec does and whether it matters, in plain words
-    properties: tuple[str, ...] = ()    # case properties a finding requires to be in the section
-
-
-# In reading order; a finding goes to the first section that takes it (:func:`section_of`).
-SECTIONS = (
-    Section("ties", "Ties", """Two or more elements of a window share the maximum. The spec sends the
-window's gradient to the first of them in row-major window order (`argmax`). Any single maximum is a
-valid subgradient, so a path that picks another one trains the same in expectation; only bit-exact
-comparisons between frameworks see it. A path that gives the gradient to every maximum multiplies it.""",
-            ("ties", "ties_if_flushed")),
-    Section("nans", "NaNs", """A window holds a NaN. The spec propagates it: the output is NaN and the gradient
-goes to the (first) NaN. Paths that skip NaN return a number and send the gradient elsewhere, so a NaN
-in activations can vanish from the loss instead of surfacing. That matters when you rely on NaN to
-find a bug; after the NaN has appeared, training is already off.""",
-            ("nan", "nan_several", "nan_only", "nan_with_number", "nan_not_first", "number_then_nan")),
-    Section("infinities", "Infinities and padding", """A window whose real elements are all -inf (masked
-activations), a window that is mostly or only padding, an infinite maximum. The spec never lets padding
-win and routes an all -inf window's gradient to its first element. Paths differ in what they seed a
-window with (-inf, the lowest finite number, a padding tap), which decides whether the gradient is
-routed, lost or written somewhere else. Masked pooling is where this bites.""",
-            ("neginf_window", "neginf_window_at_padding", "neginf_window_after_padding", "no_finite_window",
-             "no_finite_window_after_padding", "padding_could_win", "empty_window", "infinite_max", "padding",
-             "ceil_overhang", "explicit_padding")),
-    Section("signed-zeros", "Signed zeros", """-0.0 and +0.0 compare equal, so a window holding both is a
-tie; the spec's forward returns the first and sends the gradient there. Paths that return the other zero
-differ only in the sign of a zero: harmless for training, visible to bit-exact tests.""",
-            ("signed_zero_tie",)),
-    Section("subnormals", "Subnormals", """Numbers below the dtype's smallest normal (about 1e-38 in
-float32). The spec compares them exactly. CPU paths that flush them to zero (FTZ/DAZ) turn tiny
-distinct values into ties, so the gradient may go to another element of the window: a tie choice
-among values that are zero for practical purposes.""",
-            ("subnormal",)),
-    Section("low-precision-sums", "Low-precision sums", """Where windows overlap, an element's gradient is
-a sum; avg and lp pooling sum every window. The spec sums in float64 and rounds once. Paths that add in
-float16, bfloat16 or float32, or in no fixed order (GPU atomics), differ in the last bits, more for
-large sums, and can overflow to inf where the spec does not. Usually harmless; check it when you train
-in float16 or need bitwise reproducibility.""",
-            ("window_sum_overflows", "power_sum_overflows", "power_overflows")),
-    Section("reductions", "Reductions and global layers", """Pooling written as a reduction (`amax`,
-`reduce_max`, `mean` over the spatial axes), by reshape, over extracted patches, or as a global pooling
-layer is adaptive pooling with output size 1, or a window that tiles the input. The spec is the same as
-for the pooling functions, and the suite checks these paths against it.""",
-            ("adaptive_unit_axis", "adaptive_unit_last_axis")),
-    Section("other", "Other cases: dtypes, geometry, refused calls", """Behaviours tied to a dtype, a window
-geometry (dilation, ceil_mode, lp_pool at zero) or an empty batch rather than to the values: a call
-refused where the spec has a result, a crash, or a gradient that is wrong for that geometry."""),
-)
-
-
-def idiom_variants(framework: str) -> tuple[str, ...]:
-    """The variants of ``framework`` that pool by a reduction, reshape, patches or a global layer
-    (the ``IDIOMS`` of the planner that plans each variant)."""
-    fw = FRAMEWORKS.get(framework)
-    if fw is None:
-        return ()
-    planners = {v: fw.worker(v).planner for v in fw.variants}
-    return tuple(v for v, planner in planners.items()
-                 if planner and v in getattr(importlib.import_module(planner), "IDIOMS", ()))
-
-
-def _required(f: Finding) -> set[str]:
-    """The case properties the finding requires (of its case, or of its call)."""
-    return {alt for r in (*f.when, *f.when_call) if not r.startswith("!") for alt in r.split("|")}
-
-
-def section_of(f: Finding) -> Section:
-    """Reductions first (by path), subnormals, low-precision sums (by claim), then by the case's
-    values, then by the policy claimed."""
-    by_anchor = {s.anchor: s for s in SECTIONS}
-    required = _required(f)
-    idioms = idiom_variants(f.framework)
-    if (idioms and all(v in idioms for v in f.variants)) or required & set(by_anchor["reductions"].properties):
-        return by_anchor["reductions"]
-    if "subnormal" in required:
-        return by_anchor["subnormals"]
-    sums = ("accumulate" in f.forward or "accumulate" in f.gradient or f.verdict == "nondeterministic"
-            or f.impact == "rounding")
-    if sums or required & set(by_anchor["low-precision-sums"].properties):
-        return by_anchor["low-precision-sums"]
-    for anchor in ("signed-zeros", "nans", "infinities", "ties"):
-        if required & set(by_anchor[anchor].properties):
-            return by_anchor[anchor]
-    # No case property decides: what the claimed policy is about does (an AD mode's claim).
-    claimed = {*f.forward, *f.gradient}
-    for keys, anchor in ((("signed_zero",), "signed-zeros"), (("nan", "nan_tie"), "nans"), (("ftz",), "subnormals"),
-                         (("init", "padding"), "infinities"), (("tie", "order"), "ties")):
-        if claimed & set(keys):
-            return by_anchor[anchor]
-    return by_anchor["other"]
-
-
-# -- words for a finding ----------------------------------------------------------------
-IMPACT_WORDS = {
-    "valid_subgradient": "valid subgradient",
-    "rounding": "rounding",
-    "nan_semantics": "NaN/inf handling",
-    "gradient_lost": "gradient lost",
-    "gradient_misrouted": "gradient misrouted",
-    "wrong_forward": "wrong forward",
-    "error": "error",
-    "crash": "crash",
-}
-
-
-def impact_text(f: Finding) -> str:
-    return IMPACT_WORDS.get(f.impact, f.impact) if f.impact else "not rated yet"
-
-
-def _expand(patterns: tuple[str, ...], names) -> list[str]:
-    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
-
-
-def variants_of(f: Finding) -> list[str]:
-    fw = FRAMEWORKS.get(f.framework)
-    return _expand(f.variants, fw.variants) if fw else list(f.variants)
-
-
-def path_text(f: Finding) -> str:
-    """Framework and variants, and the devices and dtypes where the finding is narrower."""
-    fw = FRAMEWORKS.get(f.framework)
-    variants = variants_of(f)
-    named = "all paths" if fw and len(variants) == len(fw.variants) else ", ".join(variants)
-    where = [", ".join(d.upper() for d in f.devices)] if f.devices != ("*",) else []
-    where += [", ".join(f.dtypes)] if f.dtypes != ("*",) else []
-    return f"{f.framework} {named}" + (f" ({'; '.join(where)})" if where else "")
-
-
-def claim(f: Finding) -> str:
-    """What the finding claims: the policies it follows (SPEC.md, "Policies") or the verdict, and
-    the AD modes it is about."""
-    modes = "" if f.modes == ("backward",) else f" (in {', '.join(f.modes)})"
-    return f.claim_text() + modes
-
-
-def scope_text(f: Finding) -> str:
-    """The scope past :func:`path_text`: ops, machine, the cases' properties."""
-    scope = [", ".join(f.ops)] if f.ops != ("*",) else []
-    scope += [f"{k} {' '.join(v)}" for k, v in (("CPU", f.cpu_features), ("kernel features", f.kernel_features)) if v]
-    scope += [f"{d} on CPU {' '.join(r)}" for d, r in f.dtype_cpu_features]
-    scope += [fact_text(name, value) for name, value in f.machine_facts]
-    if f.when or f.when_call:
-        scope.append("cases: " + ", ".join((*f.when, *(f"call {w}" for w in f.when_call))))
-    if f.min_call_elements:
-        scope.append(f"calls of {f.min_call_elements}+ elements")
-    return "; ".join(scope)
-
-
-def fact_text(name: str, value) -> str:
-    """A machine fact as people read it: ``name on`` (or ``off``) for true or false, else ``name value``."""
-    return f"{name} {('on' if value else 'off') if isinstance(value, bool) else value}"
-
-
-def releases(knowledge: Knowledge, f: Finding) -> str:
-    """What each release lane measured of the finding (poolgrad/knowledge/history.py), and the range
-    derived from it."""
-    lanes = {lane["lane"]: lane for lane in knowledge.history.get("lanes", [])}
-    seen: dict[str, list[str]] = {}
-    for lane, counts in knowledge.history.get("findings", {}).get(f.id, {}).items():
-        s = status(counts)
-        if s != "not seen" and lane in lanes:
-            label = lanes[lane]["version"] + lane.removeprefix(f"{f.framework}-{lanes[lane]['version']}").replace("-", " ")
-            seen.setdefault(s, []).append(label)
-    if not seen:
-        return "not measured by a release lane"
-
-    def ordered(labels):
-        return sorted(labels, key=lambda v: (version_key(v.split()[0]), v))
-    text = "; ".join(f"{s} on {', '.join(ordered(seen[s]))}" for s in ("holds", "partly", "does not hold") if s in seen)
-    return text + (f" (range {f.versions})" if str(f.versions) else "")
-
-
-def upstream_lines(f: Finding) -> list[str]:
-    """The typed upstream references as Markdown list items; "no upstream report" without one."""
-    lines = []
-    for r in f.upstream:
-        title = r.title or r.url
-        kind = f"fix ({r.state})" if r.type == "fix" else r.type
-        lines.append(f"{kind}: [{_escape(title)}]({r.url})" + (f": {r.note}" if r.note else ""))
-    return lines or [NO_UPSTREAM]
-
-
-def reported(f: Finding) -> bool:
-    return any(r.type == "report" for r in f.upstream)
-
-
-def example_path(f: Finding) -> str | None:
-    """The example case file, relative to the repository root where it lies inside it."""
-    if f.example is None:
-        return None
-    path = Path(f.example).resolve()
-    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-
-
-def reproduce_command(f: Finding) -> str | None:
-    """The run that shows the finding on its example: its first variant and device, failing
-    where the finding explains a result (``--fail-on`` its impact), so the test names it."""
-    if f.example is None:
-        return None
-    variant = (variants_of(f) or ["*"])[0]
-    device = "cpu" if any(fnmatch.fnmatchcase("cpu", d) for d in f.devices) else "gpu"
-    # by the finding's id (--example), so it runs wherever poolgrad is installed, not only in a checkout
-    args = ["poolgrad", "--example", f.id, "--frameworks", f.framework, "--variants", variant, "--devices", device]
-    if "backward" not in f.modes:
-        args += ["--ad-modes", "all"]
-    if f.impact in IMPACTS:  # a known behaviour passes; at its own impact it fails, named
-        args += ["--fail-on", f.impact]
-    return shlex.join(args)
-
-
-def _escape(text: str) -> str:
-    """Text safe inside a Markdown table cell or link text."""
-    return text.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
-
-
-def _cell(text: str) -> str:
-    text = _escape(" ".join(text.split()))
-    return text if len(text) <= MAX_CELL else text[:MAX_CELL - 1] + "…"
-
-
-def _anchor_link(f: Finding, from_docs: bool, text: str) -> str:
-    page = f"frameworks/{f.framework}.md" if from_docs else f"{f.framework}.md"
-    return f"[{_cell(text)}]({page}#{f.id})"
-
-
-# -- the pages ----------------------------------------------------------------------------
 GENERATED = ("Generated by `python -m poolgrad.reports.semantics --write` from the knowledge base (each "
              "framework's `findings.toml`) and the release lanes' history (each framework package's `history.json`).")
 
@@ -289,7 +54,7 @@ def semantics_page(knowledge: Knowledge) -> str:
              "show. Each finding's full entry is on its framework's page: "
              + ", ".join(f"[{fw}](frameworks/{fw}.md)" for fw in frameworks_with_findings(knowledge)) + ".", "",
              "| Impact | What it means |", "| --- | --- |"]
-    lines += [f"| {IMPACT_WORDS[i]} | {_cell(words)} |" for i, words in IMPACTS.items()]
+    lines += [f"| {IMPACT_WORDS[i]} | {cell(words)} |" for i, words in IMPACTS.items()]
     for s in SECTIONS:
         found = sorted(by_section[s.anchor], key=lambda f: (f.framework, -_rank(f, severity), f.id))
         lines += ["", f"## {s.title}", "", " ".join(s.text.split()), ""]
@@ -301,7 +66,7 @@ def semantics_page(knowledge: Knowledge) -> str:
             lines.append("No finding: the paths the suite runs follow the spec here, as far as its cases show.")
             continue
         lines += ["| Path | What it does | Impact |", "| --- | --- | --- |"]
-        lines += [f"| {_cell(path_text(f))} | {_anchor_link(f, True, f.title)} | {impact_text(f)} |" for f in found]
+        lines += [f"| {cell(path_text(f))} | {anchor_link(f, True, f.title)} | {impact_text(f)} |" for f in found]
     return "\n".join(lines) + "\n"
 
 

@@ -19,11 +19,11 @@ from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
 from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env
 from poolgrad.cases import load_case_file
+from poolgrad.cases.examples import CATCH_ALL, mode_of, needs
 from poolgrad.knowledge import sources
 from poolgrad.knowledge.base import Knowledge
 from poolgrad.knowledge.finding import Finding
-from poolgrad.reports import semantics
-from poolgrad.cases.examples import CATCH_ALL, mode_of, needs
+from poolgrad.reports.finding_text import fact_text
 from poolgrad.suite import options
 from poolgrad.suite.ad_modes import ModeRunner
 from poolgrad.suite.check import check
@@ -123,7 +123,7 @@ def _needs(f) -> str:
     parts = [f"releases {f.versions}" if str(f.versions) else "",
              f"CPU features {', '.join(f.cpu_features)}" if f.cpu_features else "",
              f"kernel features {', '.join(f.kernel_features)}" if f.kernel_features else "",
-             ", ".join(semantics.fact_text(k, v) for k, v in f.machine_facts),
+             ", ".join(fact_text(k, v) for k, v in f.machine_facts),
              ", ".join(f"{d} on {' '.join(r)}" for d, r in f.dtype_cpu_features)]
     return "; ".join(p for p in parts if p) or "its scope"
 

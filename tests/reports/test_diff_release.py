@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from poolgrad.adapters.base import OK, Outcome, Target
+from poolgrad.cases import make_case
 from poolgrad.knowledge import sources
 from poolgrad.knowledge.base import Knowledge
-from poolgrad.cases import make_case
 from poolgrad.knowledge.history import fixed_in, version_range
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import synthetic

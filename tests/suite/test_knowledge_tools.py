@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 
+from poolgrad.adapters import onednn, registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.adapters import onednn, registry
 from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.history import merged
 from poolgrad.knowledge.machine import Machine
 from poolgrad.knowledge.schema import parse_finding
 from poolgrad.reference import PoolSpec
@@ -18,7 +19,6 @@ from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
-from poolgrad.knowledge.history import merged
 from poolgrad.suite.history import build, by_framework, lane_environment, lane_name
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import poolgrad_paddle
-from poolgrad.knowledge import sources
 from poolgrad.cases.case_file import load_case_file
+from poolgrad.knowledge import sources
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import reproducer, synthetic
 
