@@ -11,6 +11,7 @@ from poolgrad.knowledge import sources
 from poolgrad.knowledge.schema import FindingsError
 
 from . import diff as diff_mod
+from . import diff_text
 from . import html, markdown
 from .merge import merge, write_merged
 from .records import read_results
@@ -83,7 +84,7 @@ def _diff(args) -> int:
     if args.format == "json":
         print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
     else:
-        form = diff_mod.format_markdown if args.format == "markdown" else diff_mod.format_text
+        form = diff_text.format_markdown if args.format == "markdown" else diff_text.format_text
         print(form(d, args.baseline, args.new), end="\n" if args.format == "text" else "")
     return d.exit_status
 
