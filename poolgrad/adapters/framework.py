@@ -125,7 +125,7 @@ class Framework:
     # what of its environment decides which kernels run
     dispatch: Dispatch = Dispatch()
     # API path users call -> (its variant, whether it is given padding "SAME" as a string): the
-    # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/coverage.py)
+    # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/api_paths.py)
     api_paths: dict = dataclasses.field(default_factory=dict)
     # what its workers need set (poolgrad/adapters/pool.py)
     worker_environment: WorkerEnvironment = WorkerEnvironment()
