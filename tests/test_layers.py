@@ -75,3 +75,13 @@ def test_the_core_names_no_framework_or_kernel_library():
                          if NAMED.search(word) or FRAMEWORK_VARIABLES.search(word)})
     assert not frameworks, ("declare it in the framework's record (poolgrad/adapters/framework.py), or say it "
                             "without the framework's name:\n" + "\n".join(frameworks))
+
+
+MAX_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    """A module over 400 lines does more than one job: split it along its seams."""
+    long = sorted(f"{path.relative_to(PACKAGE)}: {n} lines" for path in PACKAGE.rglob("*.py")
+                  if (n := len(path.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"over {MAX_LINES} lines, split along its seams (one job a module):\n" + "\n".join(long)
