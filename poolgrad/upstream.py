@@ -3,7 +3,7 @@
     python -m poolgrad.upstream FINDING_ID            # print the draft (Markdown)
     python -m poolgrad.upstream FINDING_ID --run      # with the reproducer's output on this machine
     python -m poolgrad.upstream --write DIR           # one file per finding with no report upstream
-    python -m poolgrad.upstream --write DIR --framework torch
+    python -m poolgrad.upstream --write DIR --framework NAME
     python -m poolgrad.upstream FINDING_ID --write DIR
 
 A draft speaks the framework's language, not poolgrad's: what the call returns on a small
@@ -129,7 +129,7 @@ def environment_switches(f: Finding) -> dict:
 
 # -- the reproducer ---------------------------------------------------------------------------
 def _template(f: Finding, target: Target, name: str):
-    """The variant's planner's template ``name`` (Keras's for keras), else the framework's, else
+    """The variant's planner's template ``name`` (an API's over a backend), else the framework's, else
     the base's."""
     fw = registry.get(f.framework)
     planner = fw.worker(target.variant).planner or fw.planner or ""
@@ -329,7 +329,7 @@ def draft(knowledge: Knowledge, f: Finding, run: bool = False, verify: bool = Fa
     fw = registry.get(f.framework)
     where = fw.worker(target.variant).upstream or fw.upstream
     env = environment(f.framework, target.device)
-    api = planner.rsplit(".", 1)[-1]  # an API over the framework that plans the variant (Keras)
+    api = planner.rsplit(".", 1)[-1]  # an API over the framework that plans the variant
     if planner != fw.planner and _version(api):
         env["api"] = f"{api} {_version(api)}"
     context = dict(

@@ -3,7 +3,7 @@ worker_child.py).
 
 The child inherits no framework state from the parent and imports only its own adapter module.
 On Linux it is forked from a *zygote*: a process started with multiprocessing's "spawn"
-method that imported the adapter module once (the seconds TensorFlow or Keras take) and still
+method that imported the adapter module once (the seconds a large framework takes) and still
 runs a single thread, so a fork of it is what a fresh import would give. A worker that a
 crashing case killed is then back in milliseconds, not seconds. Elsewhere (no
 ``os.pidfd_open`` to watch a process that is not one's child) each child is spawned and

@@ -41,7 +41,7 @@ def serve(module: str, conn, log_path: str, env: dict[str, str]) -> None:
         try:
             request = conn.recv()
         except EOFError:
-            # Skip interpreter and framework teardown (seconds for TensorFlow); nothing is unsaved.
+            # Skip interpreter and framework teardown (seconds for a large framework); nothing is unsaved.
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)

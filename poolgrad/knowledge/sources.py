@@ -22,7 +22,7 @@ FRAMEWORK_HISTORIES = "frameworks"
 def framework_packages() -> dict[str, Path]:
     """Every registered framework's package directory, by framework (its planner's: a
     framework's knowledge lives in its package, a plugin's included), then those of variants
-    another package runs (Keras), by package, in registration order."""
+    another package runs (an API over several backends), by package, in registration order."""
     from poolgrad.adapters import registry  # the registry reads entry points: only when asked
 
     frameworks = registry.FRAMEWORKS.values()

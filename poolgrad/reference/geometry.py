@@ -118,7 +118,7 @@ def pooled_length(length: int, kernel: int, stride: int, dilation: int,
 
 def ceil_drops_window(length: int, kernel: int, stride: int, dilation: int, before: int, after: int) -> bool:
     """Whether ceil_mode's rule drops a last window along this axis: one that would start in the
-    right padding (kernels without the rule, e.g. PaddlePaddle's, return it)."""
+    right padding (kernels without the rule return it)."""
     return pooled_length(length, kernel, stride, dilation, before, after, True) < _window_count(
         length, kernel, stride, dilation, before, after, True)
 

@@ -15,7 +15,7 @@ imports only NumPy and the framework (and the standard library).
 
 Each framework's template lives beside its planner, ``<planner package>/reproducer.py.j2``,
 and extends ``templates/reproducer_base.py.j2`` (the record's arrays, the spec's result, the
-batched call, the comparison). A variant that another planner runs (keras) gets that planner's
+batched call, the comparison). A variant that another planner runs (an API over a backend) gets that planner's
 template, which may extend its framework's own: it is rendered with ``backend_template`` naming
 that one. ``python -m poolgrad.upstream``'s drafts have scripts of their own (upstream.py.j2).
 

@@ -166,7 +166,7 @@ JUNIT_CLASSNAME = "poolgrad"
 CONFORMANCE_PACKAGE = ("poolgrad", "conformance")
 
 # What other reporters (JUnit XML) keep of a record: "outcome verdict finding,finding",
-# e.g. "expected policy jax-cpu-subnormal-flushed".
+# e.g. "expected policy FINDING-ID".
 VERDICT_KEY = "poolgrad"
 
 

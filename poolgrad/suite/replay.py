@@ -47,7 +47,7 @@ def outcome_of(rec: dict, case) -> Outcome:
         # cases into single-channel planes carry indices that cannot be read per case.
         call = rec.get("call_shape")
         readable = rec.get("indices") is not None and (not call or call[1] == case.input.shape[1])
-        # As written: a path that returned another shape (paddle's with_index under SAME) is judged on it.
+        # As written: a path that returned another shape (a with_index path under SAME) is judged on it.
         indices = np.asarray(rec["indices"], dtype=np.int64) if readable else None
         # An AD mode's record carries its derivative (and double backward's by the input).
         mode = mode_of(rec)
