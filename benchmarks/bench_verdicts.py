@@ -38,15 +38,18 @@ def judge(results: str) -> dict:
     def module(name):
         return importlib.import_module(package + name)
     Target = module("adapters.base").Target
-    findings = module("cases.findings")
+    # Trees from before the knowledge layer (poolgrad/knowledge/) kept it in cases/findings.py.
+    layer = os.path.isdir(os.path.join("poolgrad", "knowledge"))
+    sources = module("knowledge.sources" if layer else "cases.findings")
+    Machine = module("knowledge.machine" if layer else "cases.findings").Machine
     read_results = module("reports.records").read_results
     mode_of = module("reports.schema").mode_of
     check = module("suite.check").check
     case_of, outcome_of = module("suite.replay").case_of, module("suite.replay").outcome_of
 
     environments, records = read_results(results)
-    knowledge = findings.load()
-    machine = findings.Machine.from_environment(environments[0])
+    knowledge = sources.load()
+    machine = Machine.from_environment(environments[0])
     cases, items = {}, []
     for rec in records:
         if rec["case_id"] not in cases:

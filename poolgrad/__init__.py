@@ -1,5 +1,5 @@
-"""poolgrad: the conformance suite for pooling forward and gradients across PyTorch,
-TensorFlow, JAX and Keras on its backends, and, as plugins, PaddlePaddle, MLX and tinygrad.
+"""poolgrad: the conformance suite for pooling forward and gradients across frameworks: those
+built in (poolgrad/adapters/) and those that plugin distributions register.
 
 Installed, it is a pytest plugin (the ``pytest11`` entry point ``poolgrad.plugin``) and a
 conformance suite that runs from any directory: ``pytest --pyargs poolgrad`` or the

@@ -1,6 +1,6 @@
 """The ``poolgrad`` command: the conformance suite against the installed frameworks, from any
 directory. Every argument is pytest's or the plugin's (``poolgrad --help`` lists the plugin's
-under "poolgrad"), e.g. ``poolgrad -n 2 --frameworks jax --results r.jsonl --report-html r.html``.
+under "poolgrad"), e.g. ``poolgrad -n 2 --frameworks NAME --results r.jsonl --report-html r.html``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python -m poolgrad.upstream FINDING_ID            # print the draft (Markdown)
     python -m poolgrad.upstream FINDING_ID --run      # with the reproducer's output on this machine
     python -m poolgrad.upstream --write DIR           # one file per finding with no report upstream
-    python -m poolgrad.upstream --write DIR --framework torch
+    python -m poolgrad.upstream --write DIR --framework NAME
     python -m poolgrad.upstream FINDING_ID --write DIR
 
 A draft speaks the framework's language, not poolgrad's: what the call returns on a small
@@ -15,7 +15,7 @@ fits in :data:`MAX_DRAFT_LINES`. A finding that has an upstream ``report`` gets 
 The reproducer (``<planner package>/upstream.py.j2``, extending
 ``reports/templates/upstream_base.py.j2``) is at most :data:`MAX_SCRIPT_LINES` lines of NumPy
 and the framework: the finding's example shrunk to the smallest box of one (n, c) plane that
-still shows the behaviour (:func:`shrinks`; repeated over the batch where the kernel is chosen
+still shows the behaviour (cases.shrink.shrinks; repeated over the batch where the kernel is chosen
 by the call's size; those whose reproducer fits first; where the framework is installed, the
 first whose reproducer exits 1 here, up to VERIFIED tries, else the example's own), the call
 written as the framework's users write it (from its planner's arguments), the expected values as
@@ -31,10 +31,7 @@ import argparse
 import fnmatch
 import functools
 import importlib
-import itertools
-import math
 import platform
-import pprint
 import re
 import subprocess
 import sys
@@ -49,14 +46,18 @@ import numpy as np
 from poolgrad import reference
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target, Unsupported
-from poolgrad.cases import findings as kb
-from poolgrad.cases import semantics
 from poolgrad.cases.case_file import CaseFileError, load_case_file
 from poolgrad.cases.examples import mode_of
-from poolgrad.reference.probes import routing_probe
+from poolgrad.cases.shrink import VERIFIED, checked_sides, claimed, shows, shrinks
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import Finding, Reference
+from poolgrad.knowledge.impacts import IMPACTS
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.reports import reproducer
-from poolgrad.verdicts import Policy, tolerances
+from poolgrad.reports.finding_text import variants_of
+from poolgrad.reports.literals import WIDTH, call_args, compact, dict_code, literal
+from poolgrad.verdicts import tolerances
 from poolgrad.verdicts.ad_modes import direction
 from poolgrad.verdicts.compare import identical
 
@@ -64,11 +65,7 @@ TEMPLATE = "upstream.md.j2"
 SCRIPT = "upstream.py.j2"
 MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
-SMALL = 16  # elements of an input that reads at a glance
-MAX_BOXES = 1000  # boxes of a plane tried, smallest first (a 4x4x4 plane has 1,000, a 5x5x5 one 3,375)
 VERIFY_TIMEOUT = 120  # seconds a reproducer is given when a draft checks its input
-VERIFIED = 4  # inputs a draft's reproducer is run on, smallest first, until one shows the behaviour
-WIDTH = 100  # characters per line of prose and of the reproducer's literals
 RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviour is that the call raises or dies
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
@@ -76,7 +73,7 @@ RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviou
 VOCABULARY = re.compile(
     r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign)=|\bspec\b|\bspec's\b|SPEC\.md"
     r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b"
-    % "|".join(i for i in kb.IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
+    % "|".join(i for i in IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
     re.IGNORECASE)
 
 _ENV = jinja2.Environment(
@@ -94,55 +91,11 @@ class Reported(NoDraft):
     """The finding has an upstream report: it gets no draft, its report is the one to follow."""
 
 
-def _compact(value):
-    """A tuple of one repeated value as that value (frameworks take a scalar for every axis)."""
-    if isinstance(value, (tuple, list)) and value and all(v == value[0] for v in value):
-        return _compact(value[0])
-    return value
-
-
-def call_args(call: dict, positional=(), defaults=None, scalars: bool = True) -> str:
-    """A planner's keyword arguments as a user writes them: ``positional`` first by position,
-    the others by keyword, those equal to their ``defaults`` left out, and (``scalars``: where
-    the framework takes one value for every axis) each axis' equal values as one. Values are
-    numbers, strings and tuples of them (repr is their code)."""
-    defaults = defaults or {}
-    shown = _compact if scalars else (lambda v: v)
-    out = [repr(shown(call[k])) for k in positional if k in call]
-    out += [f"{k}={shown(v)!r}" for k, v in call.items()
-            if k not in positional and not (k in defaults and _compact(defaults[k]) == _compact(v))]
-    return ", ".join(out)
-
-
 _ENV.filters["args"] = call_args
-_ENV.filters["compact"] = lambda v: repr(_compact(v))
+_ENV.filters["compact"] = lambda v: repr(compact(v))
 
 
-def literal(a: np.ndarray, indent: int = 0, repeats: bool = True) -> str:
-    """An array as Python code: a nested list wrapped to WIDTH (floats exact: every value of the
-    case dtypes is exact in float64; NaN and infinities by the names ``nan`` and ``inf``); for a
-    large array, ``np.resize`` of the shortest run of values it repeats (the routing probe: by
-    its formula), or ``np.reshape`` of its values in one flat list (fewer lines)."""
-    a = np.asarray(a, dtype=np.float64)
-    if a.size <= SMALL:
-        return pprint.pformat(a.tolist(), width=WIDTH - indent, compact=True).replace("\n", "\n" + " " * indent)
-    period = _period(a.ravel()) if repeats else a.size
-    run = a.ravel()[:period]
-    if period < a.size and np.array_equal(run, np.ldexp(1.0, np.arange(period))):
-        return f"np.resize(np.ldexp(1.0, np.arange({period})), {a.shape})"
-    if period <= a.size // 2:
-        return f"np.resize({literal(run, indent + 10, repeats=False)}, {a.shape})"
-    flat = textwrap.fill(", ".join(map(repr, a.ravel().tolist())), WIDTH - indent - 12, break_long_words=False)
-    return f"np.reshape([{flat}], {a.shape})".replace("\n", "\n" + " " * (indent + 12))
-
-
-def _period(flat: np.ndarray) -> int:
-    """The shortest run whose repetition is ``flat``, bit for bit."""
-    bits = flat.view(np.int64)
-    return next(p for p in range(1, bits.size + 1) if np.array_equal(bits[p:], bits[:bits.size - p]))
-
-
-def example_case(f: kb.Finding):
+def example_case(f: Finding):
     """The example file's first case in the finding's scope (by op, dtype and case properties)."""
     if f.example is None:
         raise NoDraft(f"finding {f.id!r} has no example case file (field 'example' in its findings file): add one")
@@ -156,10 +109,10 @@ def example_case(f: kb.Finding):
     return cases[0]
 
 
-def target_of(f: kb.Finding, case) -> Target:
+def target_of(f: Finding, case) -> Target:
     """The finding's first variant (and device, CPU first) that has a call for the case."""
     devices = [d for d in registry.DEVICES if any(fnmatch.fnmatchcase(d, p) for p in f.devices)]
-    for variant in semantics.variants_of(f):
+    for variant in variants_of(f):
         for device in devices:
             target = Target(f.framework, variant, device)
             if not isinstance(registry.plan(target, case.spec, case.input.shape), Unsupported):
@@ -167,130 +120,16 @@ def target_of(f: kb.Finding, case) -> Target:
     raise NoDraft(f"finding {f.id!r}: no variant of {', '.join(f.variants)} has a call for its example case {case.id!r}")
 
 
-def environment_switches(f: kb.Finding) -> dict:
+def environment_switches(f: Finding) -> dict:
     """What the process needs for the finding to be in scope: the switches that keep the
     framework's kernels off the features its ``kernel_features`` excludes (its Dispatch)."""
     excluded = {r[1:] for r in f.kernel_features if r.startswith("!")}
     return registry.declared(f.framework).dispatch.switches_excluding(excluded) if excluded else {}
 
 
-# -- what the reference expects and what the finding says the framework returns -----------------
-def expected(spec, x, g, mode: str) -> dict[str, np.ndarray]:
-    """poolgrad's NumPy reference on the case, by what the reproducer checks."""
-    if mode == "jvp":
-        return {"tangent": reference.jvp(spec, x, direction(spec, x))}
-    return {"output": reference.forward(spec, x), "gradient": reference.backward(spec, x, g)}
-
-
-def claimed(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray] | None:
-    """What the finding says the framework returns on the case (its claim run through the
-    reference), for the sides it changes; None for a claim that names no values (an error, a
-    crash, a result that follows no rule)."""
-    in_mode = f.in_mode(mode)
-    if in_mode is None or not in_mode.claims_policy:
-        return None
-    if mode == "jvp":
-        return {"tangent": Policy(**in_mode.forward).jvp(spec, x, direction(spec, x))} if in_mode.forward else {}
-    out = {}
-    if in_mode.forward:
-        out["output"] = Policy(**in_mode.forward).evaluate(spec, x, g).forward
-    if in_mode.gradient:
-        out["gradient"] = Policy(**in_mode.gradient).evaluate(spec, x, g).grad_input
-    return out
-
-
-def shows(f: kb.Finding, spec, x, g, mode: str, props: frozenset[str] | None = None, by_values: bool = True) -> bool:
-    """Whether the case shows the finding: in its scope and, for a claim of values (``by_values``),
-    with values the reference says differ from the expected ones (``props``: the case's, where
-    known)."""
-    props = properties_of_cases(spec, [x])[0] if props is None else props
-    if not f.in_scope(f"{spec.op}{x.ndim - 2}d", spec.dtype, props, call_elements=x.size, call_properties=lambda: props):
-        return False
-    claim = claimed(f, spec, x, g, mode) if by_values else None
-    if claim is None:
-        return True
-    want = expected(spec, x, g, mode)
-    return any(not identical(got, want[side]) for side, got in claim.items())
-
-
-def shrinks(f: kb.Finding, case, target: Target, mode: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Inputs and upstream gradients that may show the finding, smallest first, the example's
-    own last: boxes of the first (n, c) plane that shows it, that plane, then the example
-    (windows never span planes). A finding about the size of the call (``min_call_elements``)
-    gets each of them repeated over the batch up to that size. A claim of values is checked on
-    each box by the reference; a claim that names none (an error, a result by no rule, values
-    the example's own do not differ from) only by its scope, boxes of the plane's own case
-    properties first, and only where the plane is too large to read (more than SMALL elements).
-    The reference cannot tell whether a kernel shows it on a box of another kind or on a plane
-    without the call's other cases (``when_call``): a draft checks them by running them."""
-    x, g = case.input, case.grad_output
-    if x.size == 0:
-        return [(x, g)]
-    spec = case.spec
-    if spec.is_roi:  # boxes name the images and pixels they pool: only a channel of the case is the same case
-        return [(x[:, c:c + 1], g[:, c:c + 1]) for c in range(x.shape[1])
-                if shows(f, spec, x[:, c:c + 1], g[:, c:c + 1], mode)][:1] + [(x, g)]
-
-    def grown(xs, gs):  # the kernel is chosen by the call's size: the batch repeated up to it
-        n = -(-f.min_call_elements // xs.size) if f.min_call_elements else 1
-        return np.tile(xs, (n,) + (1,) * (xs.ndim - 1)), np.tile(gs, (n,) + (1,) * (gs.ndim - 1))
-
-    by_values = claimed(f, spec, x, g, mode) is not None and shows(f, spec, x, g, mode)
-    plane = next(((x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1])
-                  for n, c in itertools.product(range(x.shape[0]), range(x.shape[1]))
-                  if shows(f, spec, *grown(x[n:n + 1, c:c + 1], g[n:n + 1, c:c + 1]), mode, by_values=by_values)), None)
-    if plane is None:
-        return [(x, g)]
-    example, (x, g) = (x, g), plane
-    if spec.regions is not None or not (by_values or x.size > SMALL):
-        return [grown(*plane), example]  # regions are the input's: a box of it is another case
-    props = properties_of_cases(spec, [x])[0]
-    boxes = []  # (box input, its geometry), smallest first
-    for box in sorted(_boxes(x.shape[2:]), key=lambda b: (math.prod(s.stop - s.start for s in b), b))[:MAX_BOXES]:
-        xs = x[(..., *box)]
-        try:
-            out = reference.resolve(spec, xs.shape)
-        except reference.SpecError:
-            continue
-        if not isinstance(registry.plan(target, spec, xs.shape), Unsupported):
-            boxes.append((xs, out))
-    candidates = []  # (box input, its gradient, how far it is from the plane's kind)
-    # The boxes' case properties at once: boxes of one shape are walked together.
-    for (xs, out), box_props in zip(boxes, properties_of_cases(spec, [xs for xs, _ in boxes])):
-        gs = (np.full((1, 1, *out.out_shape), g.flat[0], dtype=g.dtype) if np.all(g == g.flat[0])
-              else routing_probe((1, 1, *out.out_shape), spec.dtype, math.prod(a.taps for a in out.axes)))
-        kind = gs.size == 1 < g.size
-        xs, gs = grown(xs, gs)
-        key = (box_props != props, kind)
-        if sum(c[2] == key for c in candidates) < VERIFIED - 2 and shows(f, spec, xs, gs, mode, box_props, by_values):
-            candidates.append((xs, gs, key))  # the smallest few of each kind
-            if sum(c[2] == (False, False) for c in candidates) == VERIFIED - 2:
-                break  # as many of the best kind as a draft tries
-    # A box of the plane's kind first, of more than one window where the plane has more: a
-    # kernel may take another path on another kind (one-tap windows, no padding) or on a single
-    # window (a compiler folds it), which the reference cannot tell.
-    return [(xs, gs) for xs, gs, _ in sorted(candidates, key=lambda c: c[2])] + [grown(*plane), example]
-
-
-def _boxes(spatial) -> list[tuple[slice, ...]]:
-    """Every box of a spatial extent, as slices."""
-    per_axis = [[slice(a, b) for a in range(n) for b in range(a + 1, n + 1)] for n in spatial]
-    return [tuple(b) for b in itertools.product(*per_axis)]
-
-
-def checked_sides(f: kb.Finding, spec, x, g, mode: str) -> dict[str, np.ndarray]:
-    """The expected arrays the reproducer compares: the sides the finding's claim changes on the
-    case, every side for a claim that names no values."""
-    want = expected(spec, x, g, mode)
-    claim = claimed(f, spec, x, g, mode)
-    if claim is None:
-        return want
-    return {side: want[side] for side, got in claim.items() if not identical(got, want[side])} or want
-
-
 # -- the reproducer ---------------------------------------------------------------------------
-def _template(f: kb.Finding, target: Target, name: str):
-    """The variant's planner's template ``name`` (Keras's for keras), else the framework's, else
+def _template(f: Finding, target: Target, name: str):
+    """The variant's planner's template ``name`` (an API's over a backend), else the framework's, else
     the base's."""
     fw = registry.get(f.framework)
     planner = fw.worker(target.variant).planner or fw.planner or ""
@@ -298,7 +137,7 @@ def _template(f: kb.Finding, target: Target, name: str):
     return _ENV.select_template([f"{p}/{name}" for p in dict.fromkeys((planner, fw.planner)) if p] + [base]), planner
 
 
-def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
+def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
     """The standalone reproducer of ``f`` on (x, g)."""
     spec = case.spec
     if mode not in ("backward", "jvp"):
@@ -322,18 +161,10 @@ def script(f: kb.Finding, case, target: Target, x, g, mode: str) -> str:
         rank=x.ndim - 2, shape=x.shape, geom=geom, planner=importlib.import_module(planner), framework=f.framework,
         backend_template=f"{fw.planner}/{SCRIPT}", environment=environment_switches(f),
         x=literal(x, 4), g=literal(g, 4), t=literal(direction(spec, x), 4) if mode == "jvp" else None,
-        expected=_dict_code({k: literal(v, 8) for k, v in want.items()}), rtol=rtol, atol=atol,
+        expected=dict_code({k: literal(v, 8) for k, v in want.items()}), rtol=rtol, atol=atol,
         divisor=_divisor(spec, geom), special=bool((~np.isfinite(values)).any()),
         crash=f.verdict in ("crash", "timeout"), raises=raises)
     return re.sub(r"\n{3,}", "\n\n", text)
-
-
-def _dict_code(items: dict[str, str]) -> str:
-    """A dict of code values as code: one line where it fits in WIDTH, else one line per key."""
-    one = "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
-    if len(one) + 11 <= WIDTH and "\n" not in one:
-        return one
-    return "{\n" + "".join(f"    {k!r}: {v},\n" for k, v in items.items()) + "}"
 
 
 def _divisor(spec, geom):
@@ -395,16 +226,16 @@ def _sentences(text: str) -> list[str]:
     return re.split(r"(?<=[.;:])\s+(?=[A-Z(`])", " ".join(text.split()))
 
 
-def api_name(framework: str, spec, rank: int, call) -> str | None:
-    """How ``framework``'s users call the op (its template's ``api`` block on the eager call)."""
+def api_name(framework: str, spec, rank: int, call, variant: str) -> str | None:
+    """How ``framework``'s users call the op (its template's ``api`` block on ``variant``'s call)."""
     planner = registry.get(framework).planner
     template = _ENV.get_template(f"{planner}/{SCRIPT}")
-    context = template.new_context({"spec": spec, "rank": rank, "call": call, "variant": "eager",
+    context = template.new_context({"spec": spec, "rank": rank, "call": call, "variant": variant,
                                     "planner": importlib.import_module(planner)})
     return "".join(template.blocks["api"](context)).strip() or None
 
 
-def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> list[str]:
+def others(knowledge: Knowledge, f: Finding, spec, x, g, mode: str) -> list[str]:
     """The frameworks that return the expected values on this input (CPU, their usual call), by
     poolgrad's knowledge base: a call there and no finding of theirs in scope. At most five."""
     props = properties_of_cases(spec, [x])[0]
@@ -412,13 +243,14 @@ def others(knowledge: kb.Knowledge, f: kb.Finding, spec, x, g, mode: str) -> lis
     for name, fw in registry.FRAMEWORKS.items():
         if name == f.framework or not fw.planner:
             continue
-        call = registry.plan(Target(name, "eager", "cpu"), spec, x.shape)
+        usual = fw.variants[0]  # a framework's first variant is its usual call
+        call = registry.plan(Target(name, usual, "cpu"), spec, x.shape)
         if isinstance(call, Unsupported) or any(
-                h.framework == name and "eager" in semantics.variants_of(h) and mode in h.modes
+                h.framework == name and usual in variants_of(h) and mode in h.modes
                 and any(fnmatch.fnmatchcase("cpu", d) for d in h.devices) and shows(h, spec, x, g, mode, props)
                 for h in knowledge):
             continue
-        api = api_name(name, spec, x.ndim - 2, call)
+        api = api_name(name, spec, x.ndim - 2, call, usual)
         version = _installed(name)
         lines.append(f"{name}{' ' + version if version else ''}" + (f" (`{api}`)" if api else ""))
     return lines[:5]
@@ -434,7 +266,7 @@ def expectation(spec, dtype: str) -> str:
             f"that is the upstream gradient shared over the window the same way")
 
 
-def returns(f: kb.Finding, claim: dict | None, want: dict) -> str:
+def returns(f: Finding, claim: dict | None, want: dict) -> str:
     """What the framework returns on the case, by the finding's claim."""
     if f.verdict == "error" and f.error:
         return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
@@ -463,11 +295,11 @@ def run_script(script: str, timeout: float = 600) -> dict:
     return {"status": status, "text": "\n".join(lines[-12:])}
 
 
-def report_of(f: kb.Finding) -> kb.Reference | None:
+def report_of(f: Finding) -> Reference | None:
     return next((r for r in f.upstream if r.type == "report"), None)
 
 
-def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False, verify: bool = False) -> str:
+def draft(knowledge: Knowledge, f: Finding, run: bool = False, verify: bool = False) -> str:
     """The Markdown draft of an upstream report of ``f``; ``run``: with the reproducer's output
     on this machine; ``verify``: on the smallest input whose reproducer shows the behaviour here
     (where the framework is installed)."""
@@ -498,7 +330,7 @@ def draft(knowledge: kb.Knowledge, f: kb.Finding, run: bool = False, verify: boo
     fw = registry.get(f.framework)
     where = fw.worker(target.variant).upstream or fw.upstream
     env = environment(f.framework, target.device)
-    api = planner.rsplit(".", 1)[-1]  # an API over the framework that plans the variant (Keras)
+    api = planner.rsplit(".", 1)[-1]  # an API over the framework that plans the variant
     if planner != fw.planner and _version(api):
         env["api"] = f"{api} {_version(api)}"
     context = dict(
@@ -527,7 +359,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-check", action="store_true", help="do not run the reproducer to pick its input (the smallest "
                    "that the reference says shows the behaviour; checked by running it where the framework is installed)")
     args = p.parse_args(argv)
-    knowledge = kb.load(extra=args.findings)
+    knowledge = sources.load(extra=args.findings)
     by_id = {f.id: f for f in knowledge}
     unknown = [i for i in args.ids if i not in by_id]
     if unknown:

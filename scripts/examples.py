@@ -28,9 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from poolgrad.cases import findings as kb
 from poolgrad.cases import make_case, write_case_file
 from poolgrad.cases.examples import mode_of, needs, relative_path
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import Finding
+from poolgrad.knowledge.machine import Machine
+from poolgrad.knowledge.scope import features_hold
 from poolgrad.reports.records import read_results
 from poolgrad.reports.schema import mode_of as record_mode
 from poolgrad.suite.check import case_properties, op_name
@@ -70,7 +74,7 @@ def scan(paths, knowledge, only=None) -> Seen:
             seen.calls[rec["target"], group_of(rec)].add(rec["case_id"])
             seen.records[key].append(rec)
             explained = {f["id"] for f in rec.get("findings") or ()}
-            machine = kb.Machine.from_environment(seen.envs.get(rec.get("run_id")) or completed(None))
+            machine = Machine.from_environment(seen.envs.get(rec.get("run_id")) or completed(None))
             for f in knowledge.for_mode(rec["framework"], rec["variant"], rec["device"], rec["framework_version"],
                                         machine, key[1]):
                 if f.in_scope(op_name(case), case.spec.dtype, props, math.prod(rec.get("call_shape") or rec["shape"]),
@@ -86,13 +90,13 @@ def group_of(rec: dict) -> tuple:
     return json.dumps(rec["spec"], sort_keys=True), tuple(rec["shape"][1:])
 
 
-def shows(f: kb.Finding, rec: dict, seen: Seen, without: kb.Knowledge) -> bool:
+def shows(f: Finding, rec: dict, seen: Seen, without: Knowledge) -> bool:
     """Whether the result needs ``f`` to be explained (poolgrad.cases.examples.needs: a finding
     whose claim changes nothing there is explained along with others)."""
     return needs(f, judge_record(rec, without, seen.envs.get(rec.get("run_id")) or completed(None)))
 
 
-def choose(f: kb.Finding, seen: Seen, knowledge: kb.Knowledge, tries: int = 200):
+def choose(f: Finding, seen: Seen, knowledge: Knowledge, tries: int = 200):
     """(case id, targets it shows ``f`` on, targets where it is in scope and not explained), or
     None: the case with the fewest elements that shows ``f`` on every target that explained
     it, those explained wherever in scope first; where none needs it any more, the smallest it
@@ -100,7 +104,7 @@ def choose(f: kb.Finding, seen: Seen, knowledge: kb.Knowledge, tries: int = 200)
     mode = mode_of(f)
     options = sorted((len(seen.in_scope[fid, key] - targets), seen.cases[key[0]].input.size, key[0], targets)
                      for (fid, key), targets in seen.explained.items() if fid == f.id and key[1] == mode)
-    without = kb.Knowledge([g for g in knowledge if g.id != f.id], knowledge.history)
+    without = Knowledge([g for g in knowledge if g.id != f.id], knowledge.history)
     for _, _, case_id, targets in options[:tries]:
         recs = [r for r in seen.records[case_id, mode] if r["target"] in targets]
         if all(shows(f, r, seen, without) for r in recs):
@@ -112,7 +116,7 @@ def choose(f: kb.Finding, seen: Seen, knowledge: kb.Knowledge, tries: int = 200)
     return None
 
 
-def example_cases(f: kb.Finding, case_id: str, targets, seen: Seen):
+def example_cases(f: Finding, case_id: str, targets, seen: Seen):
     """The example's cases, named after the finding (ids unique among all examples: the
     verdicts cache a case's reference results by its id)."""
     case = seen.cases[case_id]
@@ -121,9 +125,9 @@ def example_cases(f: kb.Finding, case_id: str, targets, seen: Seen):
         reps = math.ceil(f.min_call_elements / max(x.size, 1))
         x, g = np.concatenate([x] * reps), np.concatenate([g] * reps)
     cases = [make_case(f.id, case.family, case.spec, x, g)]
-    if f.when_call and not kb._features_hold(f.when_call, case_properties(case)):
+    if f.when_call and not features_hold(f.when_call, case_properties(case)):
         partners = [seen.cases[c] for c in seen.calls[targets[0], group_of(seen.records[case_id, mode_of(f)][0])]
-                    if c in seen.cases and kb._features_hold(f.when_call, case_properties(seen.cases[c]))]
+                    if c in seen.cases and features_hold(f.when_call, case_properties(seen.cases[c]))]
         other = min(partners, key=lambda c: (c.input.size, c.id))
         cases.append(make_case(f"{f.id}-beside", other.family, other.spec, other.input, other.grad_output))
     return cases
@@ -136,7 +140,7 @@ GENERATED = "Catalogue case"
 
 def finding_files() -> dict[str, Path]:
     """Each finding's findings file."""
-    return {raw["id"]: path for path in kb.framework_files()
+    return {raw["id"]: path for path in sources.framework_files()
             for raw in tomllib.loads(path.read_text()).get("finding", [])}
 
 
@@ -160,7 +164,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="comma list of finding ids")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
-    knowledge = kb.load()
+    knowledge = sources.load()
     only = set(args.only.split(",")) if args.only else None
     seen = scan(args.results, knowledge, only)
     files = finding_files()

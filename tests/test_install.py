@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -23,7 +24,7 @@ from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
 from poolgrad.adapters.fake_adapter import ABORT
 from poolgrad.adapters.worker import Lost, Worker
-from poolgrad.cases import findings
+from poolgrad.knowledge import sources
 from poolgrad.reference import PoolSpec
 from poolgrad.suite.plugin import summary
 
@@ -54,8 +55,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def _worker_modules() -> set[str]:
-    """The adapter modules: imported only in a framework's worker, where its framework is."""
-    return {w.module for f in registry.FRAMEWORKS.values() for w in [f.worker(), *f.workers.values()]}
+    """The adapter modules: imported only in a framework's worker, where its framework is (a
+    subpackage's ``adapter`` too, which its framework's adapter runs: tensorflow/crop_and_resize)."""
+    registered = {w.module for f in registry.FRAMEWORKS.values() for w in [f.worker(), *f.workers.values()]}
+    nested = {f"{w.removesuffix('.adapter')}.{p.parent.name}.adapter" for w in registered if w.endswith(".adapter")
+              for p in Path(importlib.util.find_spec(w).origin).parent.glob("*/adapter.py")}
+    return registered | nested
 
 
 def _frameworks() -> set[str]:
@@ -174,7 +179,7 @@ def test_pytest_marks_the_imported_package_for_rewriting_without_a_warning(pytes
 
 
 def test_the_summary_names_the_findings_hit_worst_impact_first():
-    kb = findings.load()
+    kb = sources.load()
     crash = next(f for f in kb if f.impact == "crash")
     tie = next(f for f in kb if f.impact == "valid_subgradient")
     counts = {("pass", "conforms"): 5, ("expected", "policy"): 7, ("fail", "wrong"): 2, ("skipped", "unsupported"): 3}
@@ -191,7 +196,8 @@ def test_the_summary_names_the_findings_hit_worst_impact_first():
 def test_help_names_the_installed_frameworks_and_the_known_ones_that_are_not(tmp_path):
     text = " ".join(_poolgrad(tmp_path, "--help").stdout.split())
     installed = ", ".join(f for f in registry.FRAMEWORKS if registry.installed(f))
-    assert f"Installed here: {installed}; not installed: absent" in text
+    absent = ", ".join(f for f in registry.FRAMEWORKS if not registry.installed(f))  # ABSENT's last
+    assert f"Installed here: {installed}; not installed: {absent}" in text
 
 
 def test_a_worker_leaves_no_file_behind_and_its_crash_message_quotes_its_log(monkeypatch, tmp_path):

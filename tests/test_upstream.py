@@ -23,10 +23,12 @@ import pytest
 
 from poolgrad import upstream
 from poolgrad.adapters import registry
-from poolgrad.cases import findings, semantics
 from poolgrad.cases.examples import mode_of
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.reports import finding_text, literals
 
-KB = findings.load()
+KB = sources.load()
 BY_ID = {f.id: f for f in KB}
 # The drafts of the knowledge base, by finding (rendered once: ~8 s for all of them).
 DRAFTS = {}
@@ -92,14 +94,14 @@ def test_the_reproducer_uses_the_frameworks_idiom_and_the_references_values():
 
 
 def test_a_large_calls_repeated_values_are_written_by_their_run():
-    assert upstream.literal(np.tile([3.0, 1.5], 20)) == "np.resize([3.0, 1.5], (40,))"
-    assert upstream.literal(np.ldexp(1.0, np.arange(40) % 6)) == "np.resize(np.ldexp(1.0, np.arange(6)), (40,))"
-    assert eval(upstream.literal(np.arange(40.0).reshape(2, 20)), {"np": np}).tolist() == np.arange(40.0).reshape(2, 20).tolist()
+    assert literals.literal(np.tile([3.0, 1.5], 20)) == "np.resize([3.0, 1.5], (40,))"
+    assert literals.literal(np.ldexp(1.0, np.arange(40) % 6)) == "np.resize(np.ldexp(1.0, np.arange(6)), (40,))"
+    assert eval(literals.literal(np.arange(40.0).reshape(2, 20)), {"np": np}).tolist() == np.arange(40.0).reshape(2, 20).tolist()
 
 
 def test_call_arguments_are_written_as_users_write_them():
     call = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 1), "ceil_mode": False}
-    assert upstream.call_args(call, ["kernel_size"], {"stride": (2, 2), "padding": 0, "ceil_mode": False}) == "2, padding=(0, 1)"
+    assert literals.call_args(call, ["kernel_size"], {"stride": (2, 2), "padding": 0, "ceil_mode": False}) == "2, padding=(0, 1)"
 
 
 @pytest.mark.parametrize("finding_id", ALONE)
@@ -154,7 +156,7 @@ def cpu_drafts(framework: str) -> dict[str, str]:
     need torchvision): the scripts this machine can check."""
     return {fid: first_python_block(text) for fid, text in drafts().items()
             if BY_ID[fid].framework == framework and any(fnmatch.fnmatchcase("cpu", d) for d in BY_ID[fid].devices)
-            and any(registry.installed(framework, v) for v in semantics.variants_of(BY_ID[fid]))}
+            and any(registry.installed(framework, v) for v in finding_text.variants_of(BY_ID[fid]))}
 
 
 def raises(fid: str) -> bool:
@@ -232,7 +234,7 @@ def test_run_puts_the_reproducers_output_in_the_draft(capsys):
     assert text.index("```python") < output.start()  # the reproducer stays the first block
 
 
-def own_finding(tmp_path, fid: str, extra: str) -> findings.Knowledge:
+def own_finding(tmp_path, fid: str, extra: str) -> Knowledge:
     (tmp_path / "mine.toml").write_text(f'''[[finding]]
 id = "{fid}"
 title = "A finding of my own"
@@ -245,7 +247,7 @@ behaviour = "The kernel keeps the last of tied maxima, which this entry says onl
 source = "my_kernel.cpp"
 {extra}
 ''')
-    return findings.load(extra=[tmp_path / "mine.toml"])
+    return sources.load(extra=[tmp_path / "mine.toml"])
 
 
 def test_a_finding_reported_upstream_gets_no_draft_but_its_link(tmp_path, capsys):

@@ -32,7 +32,7 @@ STATUSES = (OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT, NOT_INSTALLED, NO_DEVICE)
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Target:
-    framework: str   # "torch" | "tensorflow" | "jax"
+    framework: str   # a registered framework's name
     variant: str     # e.g. "eager", "compile", "xla"
     device: str      # "cpu" | "gpu"
 
@@ -115,7 +115,7 @@ class Adapter:
     variants: tuple[str, ...]
 
     def version(self) -> str:
-        """The framework's version string, e.g. torch.__version__."""
+        """The framework's version string (its module's ``__version__``)."""
         raise NotImplementedError
 
     def devices(self) -> list[str]:

@@ -14,7 +14,7 @@ from poolgrad.reference.properties import PROPERTIES
 
 class Dispatch:
     """What of a framework's environment decides which of its kernels run, for findings to scope
-    on (poolgrad/cases/findings.py, Machine) and release lanes to be named by. This base is a
+    on (poolgrad/knowledge/machine.py, Machine) and release lanes to be named by. This base is a
     framework whose environment decides nothing of the kind; a framework package whose kernels
     dispatch on its environment (a kernel library's switches) supplies its own.
 
@@ -47,7 +47,7 @@ class Dispatch:
 class WorkerEnvironment:
     """The variables a framework needs in the suite's workers, by what they are for; the pool
     (poolgrad/adapters/pool.py) sets every record's in every worker, since a worker may load
-    another framework (Keras its backend)."""
+    another framework (an API that runs on a backend)."""
 
     # its compute on one thread, for runs that already keep every core busy
     one_thread: dict = dataclasses.field(default_factory=dict)
@@ -96,16 +96,16 @@ class WorkerSpec:
 
     name: str
     module: str          # the adapter module it imports (its ``ADAPTER``)
-    env: dict            # set before that import (e.g. KERAS_BACKEND)
+    env: dict            # set before that import (e.g. the backend an API runs on)
     requires: str        # importable for the variants it runs to count as installed
     planner: str | None = None  # module whose ``plan`` maps a spec to the call (see ``plan``)
-    # where the variants it runs are reported, where not the framework's (Keras's)
+    # where the variants it runs are reported, where not the framework's (an API over a backend)
     upstream: Upstream | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Framework:
-    name: str            # target name: "torch", "tensorflow", "jax"
+    name: str            # target name (the framework's, e.g. its import name)
     module: str          # the adapter module, imported only in the worker
     import_name: str     # what must be importable for the framework to count as installed
     distributions: tuple[str, ...]  # distribution names whose version is the framework version
@@ -125,7 +125,7 @@ class Framework:
     # what of its environment decides which kernels run
     dispatch: Dispatch = Dispatch()
     # API path users call -> (its variant, whether it is given padding "SAME" as a string): the
-    # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/coverage.py)
+    # paths whose own geometry classes the catalogue's rows reach (poolgrad/cases/api_paths.py)
     api_paths: dict = dataclasses.field(default_factory=dict)
     # what its workers need set (poolgrad/adapters/pool.py)
     worker_environment: WorkerEnvironment = WorkerEnvironment()

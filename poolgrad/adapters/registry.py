@@ -111,7 +111,7 @@ def plan(target: Target, spec, shape):
         return None
     module = importlib.import_module(planner)
     if spec.is_roi and target.variant not in getattr(module, "ROI_VARIANTS", ()):
-        # RoI pooling is a function of its own (torchvision.ops.roi_pool, ...): planners that
+        # RoI pooling is a function of its own (a detection library's roi_pool, ...): planners that
         # have one name the variants that call it
         return Unsupported(f"{target.variant}: no RoI pooling (roi_pool, roi_align) in this path")
     return module.plan(spec, target.variant, shape)

@@ -1,8 +1,7 @@
 """Segment pooling as the frameworks take it (pure: imports no framework).
 
 A segment case's input is ``(N, C, L)``: L items of N·C features (SPEC.md, segment_max_pool).
-The frameworks' segment functions (``scatter_reduce``, ``jax.ops.segment_max``,
-``tf.math.segment_max``, ``paddle.geometric.segment_max``) reduce the leading axis of
+The frameworks' segment functions (scatter reductions, segment_max and its kin) reduce the leading axis of
 ``(items, features)`` data, so the adapters hand them ``x`` as ``(L, N·C)`` and read their
 ``(num_segments, N·C)`` output, and the gradient, back as planes: a layout, never a value
 change. Segment ops run only in a framework's segment variants, and those variants run nothing
@@ -53,7 +52,7 @@ def call(spec, api: str) -> Segments:
 
 def trailing_empty(spec) -> int:
     """How many segments after the largest id are empty: APIs whose output ends at the largest
-    id (TensorFlow's segment_max, PaddlePaddle's) cannot output them."""
+    id (the sorted-ids segment functions) cannot output them."""
     return spec.num_segments - 1 - max(spec.segment_ids)
 
 

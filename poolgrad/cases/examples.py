@@ -11,7 +11,8 @@ and at least one case needs it (:func:`needs`).
 
 from __future__ import annotations
 
-from .findings import Finding, Judgement
+from poolgrad.knowledge.finding import Finding
+from poolgrad.knowledge.judge import Judgement
 
 # Claims that match any divergence (diverging by no fixed rule, adds that race): one of them in
 # scope explains a result whatever else does.

@@ -1,6 +1,5 @@
 """segment_max_pool and segment_avg_pool: pooling by segment ids, as graph and point-cloud
-networks pool (PyTorch Geometric's global_max_pool, ``scatter_reduce``, ``jax.ops.segment_max``,
-``tf.math.segment_max``, ``paddle.geometric.segment_max``).
+networks pool (global max and mean pooling over nodes, scatter reductions, segment_max functions).
 
 The case's input is ``(N, C, L)``: L items along the pooled axis, N·C features each (the
 adapters lay it out as the frameworks' ``(items, features)`` data). The spec states

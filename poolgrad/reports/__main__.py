@@ -7,9 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from poolgrad.cases import findings as kb
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.schema import FindingsError
 
 from . import diff as diff_mod
+from . import diff_text
 from . import html, markdown
 from .merge import merge, write_merged
 from .records import read_results
@@ -78,11 +80,11 @@ def _merge(args) -> int:
 
 
 def _diff(args) -> int:
-    d = diff_mod.diff(read_results(args.baseline), read_results(args.new), kb.load(history=None, extra=args.findings))
+    d = diff_mod.diff(read_results(args.baseline), read_results(args.new), sources.load(history=None, extra=args.findings))
     if args.format == "json":
         print(json.dumps(d.to_dict(), indent=2, sort_keys=True))
     else:
-        form = diff_mod.format_markdown if args.format == "markdown" else diff_mod.format_text
+        form = diff_text.format_markdown if args.format == "markdown" else diff_text.format_text
         print(form(d, args.baseline, args.new), end="\n" if args.format == "text" else "")
     return d.exit_status
 
@@ -140,7 +142,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (RecordError, OSError, kb.FindingsError) as e:
+    except (RecordError, OSError, FindingsError) as e:
         print(f"python -m poolgrad.reports {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from poolgrad.cases.findings import IMPACTS
+from poolgrad.knowledge.impacts import IMPACTS
 
 from . import model
 

@@ -14,8 +14,8 @@ from collections import Counter, defaultdict
 import ml_dtypes
 
 from poolgrad.adapters.base import Target
-from poolgrad.cases.findings import IMPACT_RANK
 from poolgrad.cases.model import _DRAW
+from poolgrad.knowledge.impacts import IMPACT_RANK
 from poolgrad.reference import DTYPES
 
 from . import arrays, reproducer, windows
@@ -248,10 +248,12 @@ class Report:
 
 
 def semantics(frameworks) -> list[dict]:
-    """The semantics pages (poolgrad/cases/semantics.py: the overview by kind of case and one page
+    """The semantics pages (semantics.py: the overview by kind of case and one page
     per framework), as HTML fragments for the report: the overview and the run's frameworks'."""
-    from poolgrad.cases import findings, semantics as sem
-    return [p for p in sem.html_pages(findings.load())
+    from poolgrad.knowledge import sources
+
+    from . import semantics as sem
+    return [p for p in sem.html_pages(sources.load())
             if not p["id"].startswith("framework-") or p["id"].removeprefix("framework-") in frameworks]
 
 

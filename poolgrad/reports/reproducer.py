@@ -15,7 +15,7 @@ imports only NumPy and the framework (and the standard library).
 
 Each framework's template lives beside its planner, ``<planner package>/reproducer.py.j2``,
 and extends ``templates/reproducer_base.py.j2`` (the record's arrays, the spec's result, the
-batched call, the comparison). A variant that another planner runs (keras) gets that planner's
+batched call, the comparison). A variant that another planner runs (an API over a backend) gets that planner's
 template, which may extend its framework's own: it is rendered with ``backend_template`` naming
 that one. ``python -m poolgrad.upstream``'s drafts have scripts of their own (upstream.py.j2).
 
@@ -99,6 +99,9 @@ def script(rec: dict) -> str:
     if rec.get("input") is None or rec.get("grad_output") is None:
         raise NotReproducible("the record has no input or grad_output arrays")
     spec = PoolSpec.from_dict(rec["spec"])
+    if spec.is_roi:  # the NumPy spec a script carries walks shared windows; a box's bins are its own
+        raise NotReproducible(f"{spec.op}: the reproducer's NumPy spec has no RoI bins; "
+                              "python -m poolgrad.upstream drafts one from the finding's example")
     shape = tuple(rec.get("shape") or shape_of(rec["input"]))  # an empty input's shape is the record's
     call_shape = tuple(rec.get("call_shape") or shape)
     target = Target(rec["framework"], rec["variant"], rec["device"])

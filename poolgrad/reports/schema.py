@@ -57,7 +57,7 @@ RESULT_FIELDS = {
     "races": (_LIST, _NONE),
     # "expected": the one known-divergence entry of results written before the knowledge base
     "expected": (_DICT, _NONE), "outcome": _STR,
-    # the worst impact of the findings that explain it (cases.findings.IMPACTS; null: none stated)
+    # the worst impact of the findings that explain it (knowledge.impacts.IMPACTS; null: none stated)
     "impact": (_STR, _NONE),
     **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
     "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),

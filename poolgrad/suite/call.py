@@ -83,7 +83,7 @@ class Group:
         return self._properties[case.id]
 
     def reference(self, case, among=None):
-        """The case as the verdicts see it (poolgrad/verdicts/case.py): the reference's work is
+        """The case's reference (poolgrad/verdicts/case.py, CaseReference): the reference's work is
         done on a stack of the case and the cases ``among`` (by default the group's) not stacked
         yet, up to STACK_ELEMENTS, each case's value family its kin. A framework call asks with
         its own cases: an AD mode's call holds a few of the group's families."""

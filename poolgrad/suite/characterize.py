@@ -15,7 +15,7 @@ import collections
 import re
 import sys
 
-from poolgrad.cases import findings as kb
+from poolgrad.knowledge import sources
 from poolgrad.reference import CANONICAL
 from poolgrad.reports.records import read_results
 
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
     envs, results = read_results(args.results)
-    proposals, contradicted = propose(envs, results, kb.load(extra=args.findings))
+    proposals, contradicted = propose(envs, results, sources.load(extra=args.findings))
     if contradicted:
         print("findings whose scope holds results they do not explain (scope too wide, or the behaviour "
               "changed): " + ", ".join(f"{k} ({n})" for k, n in sorted(contradicted.items())) + "\n")

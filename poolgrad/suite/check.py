@@ -11,7 +11,11 @@ import numpy as np
 from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
-from poolgrad.cases.findings import IMPACT_RANK, Finding, Judgement, Knowledge, Machine, policy_text
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import Finding, policy_text
+from poolgrad.knowledge.impacts import IMPACT_RANK
+from poolgrad.knowledge.judge import Judgement, judge
+from poolgrad.knowledge.machine import Machine
 from poolgrad.reference.properties import properties_of_cases
 from poolgrad.json_values import encode_array
 from poolgrad.verdicts import ad_modes, tolerances
@@ -84,10 +88,10 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     others = frozenset(first.info.get("call_properties") or ()).union(call.others(case))
     properties = call.group.properties(case)
     shape = first.info.get("call_shape") or case.input.shape
-    j = knowledge.judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
-                        math.prod(shape), lambda: properties | others,
-                        lambda impact: impact != "rounding" or case.spec.is_max or mode != "backward"
-                        or first.status != OK or _rounding_only(ref, first))
+    j = judge(candidates, op_name(case), case.spec.dtype, properties, v.verdict, v.message, holds,
+              math.prod(shape), lambda: properties | others,
+              lambda impact: impact != "rounding" or case.spec.is_max or mode != "backward"
+              or first.status != OK or _rounding_only(ref, first))
     observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
     impact = worst_impact(j.explained_by)
     if j.outcome == "expected":
@@ -114,7 +118,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
 
 def _holds(ref, case, first: Outcome, mode: str, forward: dict, gradient: dict) -> bool:
     """Whether ``first`` is the reference's result under the (partial) policies ``forward`` and
-    ``gradient`` (Knowledge.judge)."""
+    ``gradient`` (knowledge.judge)."""
     fp, gp = verdicts.Policy(**forward), verdicts.Policy(**gradient)
     if not case.spec.is_max:  # avg/lp: within the op's tolerance, as the policy search matches them
         return mode == "backward" and all(

@@ -8,7 +8,7 @@ import json
 import tempfile
 import time
 
-from poolgrad.cases import findings
+from poolgrad.knowledge.machine import Machine
 from poolgrad.reports.records import against_case
 from poolgrad.reports.schema import CASE_FIELDS
 
@@ -31,7 +31,7 @@ class Execution:
         self._mode_runners: dict = {}
         self._groups = Groups()  # the batching groups' cases, shared by every runner
         self._described: dict[str, dict] = {}
-        self._machines: dict[str, findings.Machine] = {}
+        self._machines: dict[str, Machine] = {}
         # A case's own fields travel from a process to the controller with its first record
         # only (a unit of work holds every target of a case); the controller fills them back.
         self._sent_cases: set[str] = set()
@@ -60,7 +60,7 @@ class Execution:
             self._described[framework] = self.runner.pool.describe(framework)
         return self._described[framework]
 
-    def machine(self, framework: str) -> findings.Machine:
+    def machine(self, framework: str) -> Machine:
         if framework not in self._machines:  # as fixed as its description: asked on every check
             self._machines[framework] = machine_of(framework, self.describe(framework).get("environment"))
         return self._machines[framework]

@@ -1,4 +1,4 @@
-"""Build and show the release lanes' history (poolgrad/cases/history.py has what it means):
+"""Build and show the release lanes' history (poolgrad/knowledge/history.py has what it means):
 
     python -m poolgrad.suite.history build out/lanes/*.jsonl      # re-judge lane results, write the history
     python -m poolgrad.suite.history build --add --devices gpu gpu.jsonl   # add a GPU machine's lanes
@@ -19,8 +19,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from poolgrad.adapters import registry
-from poolgrad.cases import findings as kb
-from poolgrad.cases.history import FORMAT, fixed_in, load_history, merged, per_release, version_key, version_range
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.history import FORMAT, fixed_in, load_history, merged, per_release, version_key, version_range
 from poolgrad.reports.records import read_results
 
 from .machine import completed, record as machine_record
@@ -135,21 +135,21 @@ def main(argv=None) -> int:
     s.add_argument("--history", default=None, help="a history file (default: every framework's, united)")
     s.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
-    knowledge = kb.load(history=None, extra=args.findings)
+    knowledge = sources.load(history=None, extra=args.findings)
     if args.command == "build":
         hist = build(args.results, knowledge, machine_record(), tuple(args.devices.split(",")))
         if args.output:
             _write(Path(args.output), hist, args.add)
         else:
-            packages = kb.framework_packages()
+            packages = sources.framework_packages()
             for framework, part in by_framework(hist).items():
                 if framework not in packages:
                     raise SystemExit(f"lanes of {framework!r}, which no installed framework package is: "
                                      f"install it, or write them with -o FILE")
                 _write(packages[framework] / "history.json", part, args.add)
-        print(table(kb.load(history=args.output or kb.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
+        print(table(sources.load(history=args.output or sources.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
     else:
-        print(table(kb.load(history=args.history or kb.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
+        print(table(sources.load(history=args.history or sources.FRAMEWORK_HISTORIES, extra=args.findings).history, knowledge))
     return 0
 
 

@@ -1,5 +1,5 @@
 """The hardware facts that decide ISA-dependent kernel behaviour, as a run records them and
-as findings scope on them (cases.findings.Machine)."""
+as findings scope on them (knowledge.machine.Machine)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import platform
 from pathlib import Path
 
 from poolgrad.adapters import registry
-from poolgrad.cases.findings import Machine
+from poolgrad.knowledge.machine import Machine
 
 # The CPU features poolgrad records: the ones x86 and Arm kernels dispatch pooling code on.
 DISPATCH_FEATURES = ("sse4_1", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_ne_convert", "avx512f", "avx512bw", "avx512vl",

@@ -12,7 +12,7 @@ import pytest
 
 from poolgrad.adapters import registry, user_adapter
 from poolgrad.adapters.base import Target
-from poolgrad.cases.findings import IMPACTS
+from poolgrad.knowledge.impacts import IMPACTS
 
 
 def add_options(parser) -> None:
@@ -84,10 +84,10 @@ def take_example(config) -> None:
         return
     if config.getoption("case_file"):
         raise pytest.UsageError("--example and --case-file each choose the cases: give one of them")
-    from poolgrad.cases import findings
+    from poolgrad.knowledge import schema, sources
     try:
-        by_id = {f.id: f for f in findings.load(extra=config.getoption("findings") or ())}
-    except findings.FindingsError as e:
+        by_id = {f.id: f for f in sources.load(extra=config.getoption("findings") or ())}
+    except schema.FindingsError as e:
         raise pytest.UsageError(str(e)) from None
     if finding_id not in by_id:
         close = difflib.get_close_matches(finding_id, by_id, n=3)

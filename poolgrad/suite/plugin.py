@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 import pytest
 from _pytest.junitxml import xml_key
 
-from poolgrad.cases.findings import IMPACT_RANK
+from poolgrad.knowledge.impacts import IMPACT_RANK
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
@@ -166,7 +166,7 @@ JUNIT_CLASSNAME = "poolgrad"
 CONFORMANCE_PACKAGE = ("poolgrad", "conformance")
 
 # What other reporters (JUnit XML) keep of a record: "outcome verdict finding,finding",
-# e.g. "expected policy jax-cpu-subnormal-flushed".
+# e.g. "expected policy FINDING-ID".
 VERDICT_KEY = "poolgrad"
 
 

@@ -10,7 +10,9 @@ import numpy as np
 
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.cases.findings import Judgement, Knowledge, Machine
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.judge import Judgement
+from poolgrad.knowledge.machine import Machine
 from poolgrad.reference import PoolSpec, output_shape
 from poolgrad.reports.records import decode_array
 from poolgrad.reports.schema import RAN, mode_of
@@ -45,7 +47,7 @@ def outcome_of(rec: dict, case) -> Outcome:
         # cases into single-channel planes carry indices that cannot be read per case.
         call = rec.get("call_shape")
         readable = rec.get("indices") is not None and (not call or call[1] == case.input.shape[1])
-        # As written: a path that returned another shape (paddle's with_index under SAME) is judged on it.
+        # As written: a path that returned another shape (a with_index path under SAME) is judged on it.
         indices = np.asarray(rec["indices"], dtype=np.int64) if readable else None
         # An AD mode's record carries its derivative (and double backward's by the input).
         mode = mode_of(rec)
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
     import argparse
     import sys
 
-    from poolgrad.cases import findings as kb
+    from poolgrad.knowledge import sources
     from poolgrad.reports.merge import Merged, write_merged
     from poolgrad.reports.records import read_results
 
@@ -114,7 +116,7 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", required=True, help="where to write the results judged again")
     p.add_argument("--findings", action="append", default=[], metavar="PATH", help="a findings file of your own, added to the installed frameworks' knowledge base (repeatable)")
     args = p.parse_args(argv)
-    knowledge = kb.load(extra=args.findings)
+    knowledge = sources.load(extra=args.findings)
     envs, results = read_results(args.results)
     by_run, this_machine = {e["run_id"]: completed(e) for e in envs}, completed(None)
     again = [rejudged(rec, knowledge, by_run.get(rec["run_id"], this_machine)) for rec in results]

@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from poolgrad.adapters import registry
-from poolgrad.cases import findings
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.schema import FindingsError
 
 from . import options
 
@@ -24,8 +25,8 @@ class Run:
         self.run_id = (config.workerinput["poolgrad_run_id"] if not self.is_controller
                        else uuid.uuid4().hex[:12])
         try:
-            self.knowledge = findings.load(extra=config.getoption("findings") or ())
-        except findings.FindingsError as e:
+            self.knowledge = sources.load(extra=config.getoption("findings") or ())
+        except FindingsError as e:
             raise pytest.UsageError(str(e)) from None
         self.items = []  # this process's collected tests, in run order
         self._cases = None

@@ -21,7 +21,7 @@ from poolgrad.reference.probes import routing_probe
 from poolgrad.reference import CANONICAL
 
 from . import tolerances
-from .case import case_for
+from .case import CaseReference
 from .compare import differing_cells, errors, identical, identical_to, same_bits, within
 from .explain import explain
 from .verdict import Verdict
@@ -44,9 +44,9 @@ def derivative(mode: str, outcome):
     return getattr(outcome, _DERIVATIVE[mode])
 
 
-def expected(mode: str, spec, x, grad_output, *, cache_key=None, reference=None) -> np.ndarray:
-    """The reference's (canonical) value of that array (``cache_key``, ``reference`` as in classify_mode)."""
-    return _reference(mode, reference if reference is not None else case_for(spec, x, grad_output, cache_key))[0]
+def expected(mode: str, spec, x, grad_output, *, reference: CaseReference | None = None) -> np.ndarray:
+    """The reference's (canonical) value of that array (``reference`` as in classify_mode)."""
+    return _reference(mode, reference if reference is not None else CaseReference(spec, x, grad_output))[0]
 
 
 def _direction(case) -> np.ndarray:
@@ -78,12 +78,12 @@ def dot(a, b) -> float:
     return math.fsum(prod[np.isfinite(prod)].ravel())
 
 
-def classify_mode(mode: str, spec, x, grad_output, outcome, *, cache_key=None, reference=None) -> Verdict:
+def classify_mode(mode: str, spec, x, grad_output, outcome, *, reference: CaseReference | None = None) -> Verdict:
     """The verdict on an outcome of adapter method ``mode`` for the case (spec, x, grad_output)
-    (``cache_key``, ``reference`` as in classify)."""
+    (``reference`` as in classify)."""
     if not outcome.ran:
         return Verdict(outcome.status, message=outcome.message or outcome.status)
-    case = reference if reference is not None else case_for(spec, x, grad_output, cache_key)
+    case = reference if reference is not None else CaseReference(spec, x, grad_output)
     t = _direction(case)
     derivative = getattr(outcome, _DERIVATIVE[mode])
     want, want_x = _reference(mode, case)

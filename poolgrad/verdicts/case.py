@@ -1,5 +1,6 @@
-"""One case as the verdict engine sees it: canonical results computed once, policy results
-computed on demand and kept, shared by every target's outcome of the same case.
+"""The reference of a case, as the verdict engine reads it: canonical results computed once,
+policy results computed on demand and kept, shared by every target's outcome of the same case
+(the suite's batching group holds them: poolgrad/suite/call.py, Group.reference).
 
 The cases of one framework call (one spec, one shape past N) are stacked along N, and the
 reference's results, each policy's results and the magnitudes are computed once for the
@@ -18,27 +19,15 @@ where a call held ten cases of each family, and an evaluation costs per row at t
 
 from __future__ import annotations
 
-import collections
-import hashlib
-import itertools
-import math
-
 import numpy as np
 
 from poolgrad import reference
 
 from .extended_policies import Policy, Result, candidates, features
 
-# Stacks kept: a work unit checks its call's cases one after another on every target, so the
-# stack of the call in progress (and the AD modes' calls of the same cases) stay cached.
-CACHE_STACKS = 16
 # Input elements per stack at most: past that a numpy call's overhead is already amortised,
 # and a stack holds every policy result it computed.
 STACK_ELEMENTS = 1 << 16
-
-_stacks: collections.OrderedDict = collections.OrderedDict()  # serial -> Stack, least recent first
-_cases: dict = {}                                             # key -> Case (of a cached stack)
-_serials = itertools.count()
 
 
 class Stack:
@@ -47,12 +36,10 @@ class Stack:
 
     def __init__(self, spec, xs: list[np.ndarray], gs: list, kins=None):
         self.spec = spec
-        self.serial = next(_serials)
         self.x = np.concatenate(xs) if len(xs) > 1 else xs[0]
         self.grad_output = np.concatenate([np.asarray(g) for g in gs]) if len(gs) > 1 else gs[0]
         self.expected_forward = reference.forward(spec, self.x)
         self.expected_grad_input = reference.backward(spec, self.x, self.grad_output)
-        self.cases: dict = {}  # key -> Case
         self._spans: dict = {}  # kin -> its cases' rows, (start, stop) each
         start = 0
         for kin, x in zip(kins or [None] * len(xs), xs):
@@ -95,7 +82,10 @@ class Stack:
         return self._magnitude
 
 
-class Case:
+class CaseReference:
+    """What the reference says of one case: its expected results, its candidate policies and
+    their results, the AD modes' derived arrays."""
+
     def __init__(self, spec, x: np.ndarray, grad_output: np.ndarray, stack: Stack | None = None,
                  rows: slice | None = None, kin=None):
         """``stack``, ``rows`` and ``kin``: the stack holding this case, its rows there and its
@@ -145,78 +135,14 @@ class Case:
         return forward[self._out], gradient[self._rows]
 
 
-def case_for(spec, x, grad_output, key=None, call=(), kin=None) -> Case:
-    """The cached Case for these inputs. ``key`` names the case (a case id); without one its
-    content is the key. A cached case is returned only for the same spec and arrays: a name
-    that comes back with other content (a fuzzer's, a user's) gets a Case of its own.
-    ``call``: (spec, x, grad_output, key, kin) of every case of its framework call, this one
-    included; those not cached yet are stacked with it. ``kin``: the case's kin (the module
-    docstring; a value family), None where unknown."""
-    k = key if key is not None else _content_key(spec, x, grad_output)
-    case = _cases.get(k)
-    if case is not None and _same_inputs(case, spec, x, grad_output):
-        _stacks.move_to_end(case._stack.serial)
-        return case
-    # One stack per miss: the case and its call's uncached cases, up to STACK_ELEMENTS.
-    members, size, layout = [(spec, x, grad_output, k, kin)], math.prod(x.shape), _layout(x, grad_output)
-    for m in call:
-        n = math.prod(m[1].shape)
-        if (m[3] is not None and m[3] != k and m[3] not in _cases and size + n <= STACK_ELEMENTS
-                and m[0] == spec and not spec.is_roi and _layout(m[1], m[2]) == layout):
-            members.append(m)
-            size += n
-    return _cache(members)[k]
-
-
-def _content_key(spec, x, grad_output) -> tuple:
-    g = np.asarray(grad_output)
-    digest = hashlib.blake2b(digest_size=16)
-    for a in (x, g):
-        digest.update(f"{a.dtype.str}{a.shape}".encode())
-        digest.update(np.ascontiguousarray(a).tobytes())
-    return spec, digest.hexdigest()
-
-
-def _same_inputs(case: Case, spec, x, grad_output) -> bool:
-    """The same spec and the same arrays, bit for bit (a NaN's payload included)."""
-    def same(a, b):
-        b = np.asarray(b)
-        return a is b or (a.dtype == b.dtype and a.shape == b.shape
-                          and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
-    return case.spec == spec and same(case.x, x) and same(case.grad_output, grad_output)
-
-
-def _layout(x, g) -> tuple:
-    g = np.asarray(g)
-    return x.dtype, x.shape[1:], g.dtype, g.shape[1:]
-
-
 def stacked(members: list[tuple]) -> dict:
-    """The Cases of ``members`` ((spec, x, grad_output, key, kin) of one spec and layout), their
-    reference work done on one Stack; by key."""
+    """The references of ``members`` ((spec, x, grad_output, key, kin) of one spec and layout),
+    their work done on one Stack; by key. The stack does not hold them: a reference dropped frees
+    its stack by reference counting, not by the cyclic collector's passes."""
     kins = [m[4] if len(m) > 4 else None for m in members]
     stack = Stack(members[0][0], [m[1] for m in members], [m[2] for m in members], kins)
-    start = 0
+    references, start = {}, 0
     for (spec, x, g, k, *_), kin in zip(members, kins):
-        stack.cases[k] = Case(spec, x, g, stack, slice(start, start + len(x)), kin)
+        references[k] = CaseReference(spec, x, g, stack, slice(start, start + len(x)), kin)
         start += len(x)
-    return stack.cases
-
-
-def _cache(members: list[tuple]) -> dict:
-    """Stack ``members`` (one spec and layout) and cache their Cases; returns them by key."""
-    cases = stacked(members)
-    _cases.update(cases)
-    stack = next(iter(cases.values()))._stack
-    _stacks[stack.serial] = stack
-    while len(_stacks) > CACHE_STACKS:
-        _, old = _stacks.popitem(last=False)
-        for k, c in old.cases.items():
-            if _cases.get(k) is c:
-                del _cases[k]
-        # A stack and its cases refer to each other: without that link an evicted stack is
-        # freed by reference counting, not left to the cyclic collector's full passes (which
-        # took a sixth of a run's time at ten cases per spec). A Case still in use keeps its
-        # stack and recomputes what it asks for.
-        old.cases.clear()
-    return stack.cases
+    return references

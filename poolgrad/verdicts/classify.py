@@ -8,7 +8,7 @@ from poolgrad.reference import CANONICAL
 from poolgrad.reference.api import range_error
 
 from . import indices, tolerances
-from .case import Case, case_for
+from .case import CaseReference
 from .compare import as_f64, differing_cells, errors, identical, identical_to, same_bits, within
 from .explain import explain
 from .extended_policies import Policy
@@ -17,11 +17,11 @@ from .verdict import Verdict
 
 
 def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), *,
-             cache_key=None, reference=None, index_layout: str | None = None) -> Verdict:
+             reference: CaseReference | None = None, index_layout: str | None = None) -> Verdict:
     """The verdict on ``outcome`` (an adapters.base.Outcome) for the case (spec, x,
     grad_output). ``repeats`` are further outcomes of the same run, for nondeterminism;
-    ``cache_key`` identifies the case across calls (default: the arrays' identities);
-    ``reference``: the case's Case (poolgrad/verdicts/case.py) where the caller holds it;
+    ``reference``: the case's reference (poolgrad/verdicts/case.py), which the suite's batching
+    group holds for every target of the case (default: one of this case alone);
     ``index_layout`` how the path writes the indices it returns (poolgrad/verdicts/indices.py), which are
     then judged against its forward and gradient. The verdict depends on the arrays alone: the
     same results always get the same label."""
@@ -32,7 +32,7 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
                                       and identical(again.grad_input, outcome.grad_input)):
             what = again.status if not again.ran else "results differ bitwise"
             return Verdict("nondeterministic", message=f"repeat {i} of the same run: {what}")
-    case = reference if reference is not None else case_for(spec, x, grad_output, cache_key)
+    case = reference if reference is not None else CaseReference(spec, x, grad_output)
     for name, got, want in (("forward", outcome.forward, case.expected_forward),
                             ("grad_input", outcome.grad_input, case.expected_grad_input)):
         if got is None or np.shape(got) != want.shape:
@@ -52,12 +52,12 @@ def classify(spec, x: np.ndarray, grad_output: np.ndarray, outcome, repeats=(), 
     return _with_expected(case, v)
 
 
-def _with_expected(case: Case, v: Verdict) -> Verdict:
+def _with_expected(case: CaseReference, v: Verdict) -> Verdict:
     v.expected_forward, v.expected_grad_input = case.expected_forward, case.expected_grad_input
     return v
 
 
-def _differences(case: Case, forward, grad_input, ok_fwd, ok_bwd) -> dict:
+def _differences(case: CaseReference, forward, grad_input, ok_fwd, ok_bwd) -> dict:
     """Error summary against canonical, located in the gradient when it differs."""
     which, got, want, ok = (("grad_input", grad_input, case.expected_grad_input, ok_bwd)
                             if not ok_bwd.all() else
@@ -78,7 +78,7 @@ def _fmt(policy) -> str:
     return ", ".join(f"{k}={v}" for k, v in policy.as_dict().items())
 
 
-def _max_type(case: Case, forward, grad_input) -> dict:
+def _max_type(case: CaseReference, forward, grad_input) -> dict:
     ok_fwd = same_bits(forward, case.expected_forward)
     ok_bwd = same_bits(grad_input, case.expected_grad_input)
     if ok_fwd.all() and ok_bwd.all():
@@ -123,7 +123,7 @@ def _max_type(case: Case, forward, grad_input) -> dict:
                        f"grad_input follows {_fmt(found.backward)} ({validity})"}
 
 
-def close(case: Case, side: int, got, want) -> np.ndarray:
+def close(case: CaseReference, side: int, got, want) -> np.ndarray:
     """Elementwise: ``got`` within the op's tolerance of ``want`` (side 0 the forward, 1 the
     gradient), scaled by |want| or, where that fails, by the size of the terms summed, so
     cancellation inside a window (1e3 - 1e3 + 0.3) is not a failure; for lp also within what
@@ -147,7 +147,7 @@ def close(case: Case, side: int, got, want) -> np.ndarray:
     return ok
 
 
-def _arithmetic(case: Case, forward, grad_input) -> dict:
+def _arithmetic(case: CaseReference, forward, grad_input) -> dict:
     op, dtype = case.spec.op, case.x.dtype
     oks = [close(case, 0, forward, case.expected_forward), close(case, 1, grad_input, case.expected_grad_input)]
     exact_fwd = same_bits(forward, case.expected_forward)
@@ -175,11 +175,11 @@ def _arithmetic(case: Case, forward, grad_input) -> dict:
     return {"verdict": "policy", **diff, **policies, "message": f"{outside}; {how}"}
 
 
-def _unresolved(case: Case) -> int:
+def _unresolved(case: CaseReference) -> int:
     """lp: how many windows' power sums the dtype cannot resolve (close's ceiling is set)."""
     return int((~np.isnan(_range(case)[2])).sum()) if case.spec.op == "lp_pool" else 0
 
 
-def _range(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _range(case: CaseReference) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """lp: reference.api.range_error of the case, once per case."""
     return case.derived("range_error", lambda: range_error(case.spec, case.x, case.grad_output))

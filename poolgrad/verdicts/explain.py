@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .case import Case
+from .case import CaseReference
 from .compare import identical_to
 from .extended_policies import Policy
 
@@ -21,7 +21,7 @@ class Explanation:
         return (f.nan, f.nan_tie) != (b.nan, b.nan_tie)
 
 
-def explain(case: Case, forward, grad_input, matches=None) -> Explanation:
+def explain(case: CaseReference, forward, grad_input, matches=None) -> Explanation:
     """Search the candidates simplest first (a deterministic order that depends on the case
     alone); the first policy matching both wins, else the simplest match of each half (each
     may be None). Where several policies coincide on a case, this order is the canonical

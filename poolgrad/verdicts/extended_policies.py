@@ -17,10 +17,10 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
   init           "lowest": the running maximum starts at the dtype's lowest finite value, so a
                  window of only -inf/ignored NaN gives lowest (Eigen's MaxPool forward);
                  "-inf": it starts at a -inf that wins ties, so a window whose maximum is -inf
-                 selects nothing (a reduce_window from its init value: JAX's forward mode)
+                 selects nothing (a reduce_window from its init value, as a forward mode may)
                  "zero_if_empty": a window with no element outputs 0 (an output filled with
                  zeros that a scatter with include_self=False leaves where nothing is scattered:
-                 an empty segment under torch's scatter_reduce)
+                 an empty segment under a scatter reduction that excludes its init)
   zero_sign      "upstream": an element a window reads but does not select gets 0 * g of that window
                  (a gradient written as mask * g): -0.0 where every window reading it has a
                  negative upstream gradient (IEEE: -0 + -0 is -0, -0 + +0 is +0);

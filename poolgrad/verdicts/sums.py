@@ -30,7 +30,7 @@ ANY_ORDER = "any"  # the accumulate value a verdict's policy names for sums in a
 
 
 def routes_as(case, policy, grad_input) -> bool:
-    """Whether ``grad_input`` routes as ``policy`` on ``case`` (a verdicts.case.Case), its
+    """Whether ``grad_input`` routes as ``policy`` on ``case`` (a verdicts.case.CaseReference), its
     sums in any order. A policy that claims an order (accumulate) is matched bit for bit."""
     want = case.result(policy).grad_input
     if np.shape(grad_input) != want.shape:

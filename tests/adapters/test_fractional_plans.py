@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from poolgrad.adapters import tensorflow as tf_plan
 from poolgrad.adapters import torch as torch_plan
 from poolgrad.adapters.base import Unsupported
-from poolgrad.cases.coverage import fractional_regions
+from poolgrad.cases.geometry_classes import fractional_regions
 from poolgrad.reference import PoolSpec
 from poolgrad.suite.fuzz import fractional_regions as drawn_regions
 

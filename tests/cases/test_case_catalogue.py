@@ -11,7 +11,7 @@ from poolgrad import reference
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Unsupported
 from poolgrad.cases import catalogue, families
-from poolgrad.cases.coverage import MODEL
+from poolgrad.cases.geometry_classes import MODEL
 from poolgrad.cases.ids import geometry_tag, parse_id
 from poolgrad.reference import PoolSpec
 from poolgrad.reference.properties import case_properties

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from poolgrad.cases import coverage
+from poolgrad.adapters.base import Unsupported
+from poolgrad.cases import api_paths, coverage, geometry_classes
 from poolgrad.cases.catalogue import geometry_rows
 from poolgrad.cases.ids import input_size, parse_geometry
 from poolgrad.reference import PoolSpec, resolve
@@ -19,7 +20,7 @@ def test_committed_rows_and_doc_are_generated():
     assert coverage.COVERAGE_DOC.read_text() == coverage.render_doc(generated), hint
 
 
-@pytest.mark.parametrize("op", list(coverage.MODEL))
+@pytest.mark.parametrize("op", list(geometry_classes.MODEL))
 def test_every_feasible_pair_and_path_class_is_covered(op):
     covered, feasible, met, classes = coverage.coverage(op, geometry_rows()[op])
     assert covered == feasible > 0
@@ -38,14 +39,14 @@ def test_every_same_path_meets_symmetric_and_asymmetric_pads_along_both_axes_in_
     takes a row whose SAME pads are even, and one whose pads are uneven, along the first and
     along the last spatial axis, in ranks 1 to 3 (issue 29: Keras-on-torch's average pooling
     was wrong only where SAME pads unevenly, and no row Keras takes did)."""
-    for path in coverage.SAME_PATHS:
-        plan, variant = coverage.PATHS[path]
+    for path in api_paths.same_paths():
+        plan, variant, _ = api_paths.paths()[path]
         met = set()
         for r in geometry_rows()[op]:
             fields = parse_geometry(r["tag"], r["rank"])
             spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **fields})
             shape = (1, 1, *r["size"])
-            if fields.get("padding") != "SAME" or isinstance(plan(spec, variant, shape), coverage.Unsupported):
+            if fields.get("padding") != "SAME" or isinstance(plan(spec, variant, shape), Unsupported):
                 continue
             pads = resolve(spec, shape).pads
             met |= {(r["rank"], axis, before == after) for axis, (before, after) in (("first", pads[0]), ("last", pads[-1]))
@@ -62,17 +63,17 @@ def test_every_path_meets_the_largest_explicit_pad_it_takes(op):
     """The rows themselves: each path whose planner takes an explicit pad past torch's limit (half
     the kernel) on some valid row takes a row with that pad (issue 29: explicit padding, zero and
     the largest each path allows; torch itself refuses such a pad, with its own message)."""
-    names = list(coverage.MODEL[op])
-    wanted = {c for values in coverage._valid_rows(op, paths=True)
-              for c in coverage.path_classes(op, dict(zip(names, values))) if c[1] == "padding"}
+    names = list(geometry_classes.MODEL[op])
+    wanted = {c for values in geometry_classes.valid_rows(op, paths=True)
+              for c in api_paths.path_classes(op, dict(zip(names, values))) if c[1] == "padding"}
     rows = geometry_rows()[op]
     met = set()
-    for path, (plan, variant) in coverage.PATHS.items():
+    for path, (plan, variant, _) in api_paths.paths().items():
         for r in rows:
             fields = parse_geometry(r["tag"], r["rank"])
             spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **fields})
             shape = (1, 1, *r["size"])
-            if isinstance(plan(spec, variant, shape), coverage.Unsupported):
+            if isinstance(plan(spec, variant, shape), Unsupported):
                 continue
             kernel = resolve(spec, shape).kernel_size
             pads = [before for before, _ in resolve(spec, shape).pads]
@@ -92,8 +93,8 @@ def test_boundary_classes_mean_what_they_say():
     rows = coverage.covering_rows("max_pool") + coverage.covering_rows("adaptive_avg_pool")
     for row in rows:
         op = "max_pool" if "kernel" in row else "adaptive_avg_pool"
-        fields = coverage.spec_fields(op, row)
-        size = coverage.SIZES[row["size"]][row["rank"]]
+        fields = geometry_classes.spec_fields(op, row)
+        size = geometry_classes.SIZES[row["size"]][row["rank"]]
         if row.get("kernel") == "input":
             assert fields["kernel_size"] == list(size)
         if row.get("stride") == "over_kernel":
@@ -120,15 +121,15 @@ def test_every_path_that_takes_ceil_mode_meets_a_dropped_window_padded_and_unpad
     drops (one that would start past the input: kernel 3, stride 4 on 8), with padding and
     without, on some valid row takes a row with it (issue 38: PaddlePaddle returns that window,
     and only padded rows met it)."""
-    names = list(coverage.MODEL[op])
-    wanted = {c for values in coverage._valid_rows(op)
-              for c in coverage.path_classes(op, dict(zip(names, values))) if c[1] == "ceil_dropped"}
+    names = list(geometry_classes.MODEL[op])
+    wanted = {c for values in geometry_classes.valid_rows(op)
+              for c in api_paths.path_classes(op, dict(zip(names, values))) if c[1] == "ceil_dropped"}
     met = set()
-    for path, (plan, variant) in coverage.PATHS.items():
+    for path, (plan, variant, _) in api_paths.paths().items():
         for r in geometry_rows()[op]:
             spec = PoolSpec.from_dict({"op": f"{op}{r['rank']}d", **parse_geometry(r["tag"], r["rank"])})
             shape = (1, 1, *r["size"])
-            if isinstance(plan(spec, variant, shape), coverage.Unsupported) or not spec.ceil_mode:
+            if isinstance(plan(spec, variant, shape), Unsupported) or not spec.ceil_mode:
                 continue
             geom = resolve(spec, shape)
             if any(ceil_drops_window(a.length, k, s, d, *pads) for a, k, s, d, pads

@@ -18,15 +18,19 @@ import pytest
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
 from poolgrad.adapters.pool import ONE_THREAD_ENV, WorkerPool, compile_cache_env
-from poolgrad.cases import findings, load_case_file, semantics
+from poolgrad.cases import load_case_file
 from poolgrad.cases.examples import CATCH_ALL, mode_of, needs
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.finding import Finding
+from poolgrad.reports.finding_text import fact_text
 from poolgrad.suite import options
 from poolgrad.suite.ad_modes import ModeRunner
 from poolgrad.suite.check import check
 from poolgrad.suite.machine import machine
 from poolgrad.suite.runner import GroupRunner
 
-KNOWLEDGE = findings.load()
+KNOWLEDGE = sources.load()
 
 
 def test_every_finding_has_an_example():
@@ -37,7 +41,7 @@ def test_every_finding_has_an_example():
         assert 1 <= len(cases) <= 3 and sum(c.input.size for c in cases) <= 5000, f.id
 
 
-def _targets(f: findings.Finding) -> list[Target]:
+def _targets(f: Finding) -> list[Target]:
     """The targets of ``f``'s scope by name (framework, variant, device), the cheapest first: the
     CPU, then the framework's own order of its paths (its pooling functions before the idioms),
     Keras paths (a worker of their own) and compiled ones (a compilation per call) last.
@@ -77,7 +81,7 @@ def _shown(f, target, pool) -> list[str]:
     runner = GroupRunner(pool, timeout_s=120) if mode == "backward" else ModeRunner(pool, mode, timeout_s=120)
     for c in cases:
         runner.register(c, target)
-    without = findings.Knowledge([g for g in KNOWLEDGE if g.id != f.id], KNOWLEDGE.history)
+    without = Knowledge([g for g in KNOWLEDGE if g.id != f.id], KNOWLEDGE.history)
     problems, needed, ran, others, reordered, too, chance = [], False, [], [], [], [], []
     for c in cases:
         outcomes = runner.outcomes(c, target)
@@ -119,7 +123,7 @@ def _needs(f) -> str:
     parts = [f"releases {f.versions}" if str(f.versions) else "",
              f"CPU features {', '.join(f.cpu_features)}" if f.cpu_features else "",
              f"kernel features {', '.join(f.kernel_features)}" if f.kernel_features else "",
-             ", ".join(semantics.fact_text(k, v) for k, v in f.machine_facts),
+             ", ".join(fact_text(k, v) for k, v in f.machine_facts),
              ", ".join(f"{d} on {' '.join(r)}" for d, r in f.dtype_cpu_features)]
     return "; ".join(p for p in parts if p) or "its scope"
 

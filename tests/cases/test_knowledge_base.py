@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from poolgrad.adapters.registry import FRAMEWORKS
-from poolgrad.cases import findings
-from poolgrad.cases.history import version_range
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.finding import NO_UPSTREAM
+from poolgrad.knowledge.history import version_range
+from poolgrad.knowledge.impacts import IMPACTS
+from poolgrad.knowledge.scope import version_in
 
 ROOT = Path(__file__).parents[2]
-KB = findings.load()
+KB = sources.load()
 POOLGRADS = ("torch", "tensorflow", "jax")  # the frameworks poolgrad itself registers
 
 
@@ -23,8 +26,8 @@ def test_a_finding_is_written_knowledge(finding):
     text = " ".join((finding.title, finding.behaviour, finding.source, finding.since))
     assert not re.search(r"observed with \w+ \d|(^|[\s\"(])/(work|tmp|root|home)/|site-packages", text)
     assert "TODO" not in text and len(finding.behaviour) > 80
-    assert finding.impact in findings.IMPACTS  # what it means for training (README, --fail-on)
-    assert finding.link == findings.NO_UPSTREAM or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$",
+    assert finding.impact in IMPACTS  # what it means for training (README, --fail-on)
+    assert finding.link == NO_UPSTREAM or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$",
                                                           finding.link)
     fw = FRAMEWORKS[finding.framework]
     assert all(any(re.fullmatch(p.replace("*", ".*"), v) for v in fw.variants) for p in finding.variants)
@@ -86,20 +89,20 @@ def test_loaded_findings_carry_their_measured_range(tmp_path):
     hist["findings"] = {"torch-max-last-nan-wins": hist["findings"]["f"]}
     path = tmp_path / "history.json"
     path.write_text(json.dumps(hist))
-    kb = findings.load(history=path)
+    kb = sources.load(history=path)
     f = next(f for f in kb if f.id == "torch-max-last-nan-wins")
     assert str(f.versions) == ">=2.13.0"
-    assert not findings.version_in(str(f.versions), "2.10.0+cpu") and findings.version_in(str(f.versions), "2.14.1")
+    assert not version_in(str(f.versions), "2.10.0+cpu") and version_in(str(f.versions), "2.14.1")
 
 
 def test_the_committed_history_holds_counts_not_machine_paths():
-    files = findings.history_files()
+    files = sources.history_files()
     for path in files:
         assert not re.search(r"/(work|tmp|root|home)/", path.read_text()), path
         # each framework's lanes in its own package
         assert {lane["framework"] for lane in json.loads(path.read_text())["lanes"]} <= {path.parent.name,
                                                                                        path.parent.name.removeprefix("poolgrad_")}
-    hist = findings.load().history
+    hist = sources.load().history
     assert {lane["framework"] for lane in hist["lanes"]} >= set(POOLGRADS)
     for fw in POOLGRADS:  # at least four releases of each framework measured
         assert len({lane["version"] for lane in hist["lanes"] if lane["framework"] == fw}) >= 4

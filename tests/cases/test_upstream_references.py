@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from poolgrad.cases import findings
-from poolgrad.cases.findings import FindingsError, _finding
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.finding import NO_UPSTREAM
+from poolgrad.knowledge.schema import FindingsError, parse_finding
 
 # poolgrad's own knowledge (a plugin's findings file keeps its own references)
-OWN_FILES = [p for p in findings.framework_files() if p.is_relative_to(Path(findings.__file__).parents[1])]
-KB = [f for p in OWN_FILES for f in findings.load(p, history=None)]
+OWN_FILES = [p for p in sources.framework_files() if p.is_relative_to(Path(sources.__file__).parents[1])]
+KB = [f for p in OWN_FILES for f in sources.load(p, history=None)]
 BY_ID = {f.id: f for f in KB}
 RAW = {"id": "x", "title": "t", "framework": "torch", "behaviour": "what it does", "source": "kernel.cc: f",
        "policy": {"tie": "last"}}
@@ -31,20 +32,20 @@ ISSUE = "https://github.com/o/r/issues/1"
 ])
 def test_a_bad_reference_is_refused_naming_the_finding_and_the_field(upstream, message):
     with pytest.raises(FindingsError, match=r"finding 'x'.*" + message):
-        _finding({**RAW, "upstream": upstream}, 0)
+        parse_finding({**RAW, "upstream": upstream}, 0)
 
 
 def test_a_reference_is_typed_and_the_old_link_is_refused_beside_it():
-    f = _finding({**RAW, "upstream": [
+    f = parse_finding({**RAW, "upstream": [
         {"type": "related", "url": ISSUE, "title": "another bug", "note": "same kernel"},
         {"type": "fix", "url": "https://github.com/o/r/pull/2", "title": "the fix", "state": "open"},
         {"type": "report", "url": "https://github.com/o/r/issues/3", "title": "this bug"}]}, 0)
     assert [(r.type, r.state, r.note) for r in f.upstream] == [
         ("related", "", "same kernel"), ("fix", "open", ""), ("report", "", "")]
     assert f.link == "https://github.com/o/r/issues/3"   # the summary link is a report or nothing
-    assert _finding({**RAW, "upstream": [f.upstream[0].__dict__]}, 0).link == findings.NO_UPSTREAM
+    assert parse_finding({**RAW, "upstream": [f.upstream[0].__dict__]}, 0).link == NO_UPSTREAM
     with pytest.raises(FindingsError, match="not both"):
-        _finding({**RAW, "upstream": [], "link": ISSUE}, 0)
+        parse_finding({**RAW, "upstream": [], "link": ISSUE}, 0)
 
 
 @pytest.mark.parametrize("finding", KB, ids=lambda f: f.id)

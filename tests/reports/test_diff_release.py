@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from poolgrad.adapters.base import OK, Outcome, Target
-from poolgrad.cases import findings as kb
 from poolgrad.cases import make_case
-from poolgrad.cases.history import fixed_in, version_range
+from poolgrad.knowledge import sources
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.history import fixed_in, version_range
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import synthetic
 from poolgrad.reports.__main__ import main
@@ -98,7 +99,7 @@ def _run(path, version, knowledge, policies, variants=("eager",)):
 def _releases(tmp_path, new_policies, variants=("eager",)):
     """Release 2.13.0 (the CPU keeps the last NaN, the GPU race lands on the last tie) and
     2.14.0 with ``new_policies`` over it, on ``variants``."""
-    knowledge = kb.load(_findings(tmp_path), history=None)
+    knowledge = sources.load(_findings(tmp_path), history=None)
     old_policies = {("cpu", "nans"): {"nan_tie": "last"}, ("cpu", "ties"): {},
                     ("gpu", "nans"): {}, ("gpu", "ties"): {"tie": "last"}}
     old = _run(tmp_path / "old.jsonl", "2.13.0", knowledge, old_policies, variants)
@@ -216,7 +217,7 @@ def test_the_markdown_form_prints_every_section_and_the_command_exits_as_its_hel
 
 def test_a_race_the_new_results_no_longer_explain_is_listed_so_and_still_not_a_change(tmp_path, capsys):
     knowledge, old, _ = _releases(tmp_path, {})
-    without = kb.Knowledge([f for f in knowledge if f.id != "otherfw-gpu-racing-adds"])  # e.g. its range ended
+    without = Knowledge([f for f in knowledge if f.id != "otherfw-gpu-racing-adds"])  # e.g. its range ended
     new = _run(tmp_path / "new.jsonl", "2.14.0", without, {("gpu", "ties"): {"tie": "all"}, ("gpu", "nans"): {}})
     code, out = _diff(tmp_path, old, new, capsys)
     assert code == 0, out
@@ -228,7 +229,7 @@ def test_a_race_the_new_results_no_longer_explain_is_listed_so_and_still_not_a_c
 def test_an_older_release_without_the_behaviour_is_no_fix(tmp_path, capsys):
     """The behaviour came with 2.14.0: the diff read with 2.14.0 as baseline and 2.13.0 as the
     run to audit shows 2.13.0 without it, which predates it, and says nothing was fixed."""
-    knowledge = kb.load(_findings(tmp_path), history=None)
+    knowledge = sources.load(_findings(tmp_path), history=None)
     older = _run(tmp_path / "2.13.jsonl", "2.13.0", knowledge, {("cpu", "nans"): {}})
     newer = _run(tmp_path / "2.14.jsonl", "2.14.0", knowledge, {("cpu", "nans"): {"nan_tie": "last"}})
     code, out = _diff(tmp_path, older, newer, capsys)

@@ -4,7 +4,8 @@ related, each a link; a finding without any reads "no upstream report" (issue 29
 
 from reports_recorded import TF_FINDING, run_records
 
-from poolgrad.cases.findings import NO_UPSTREAM, _finding
+from poolgrad.knowledge.finding import NO_UPSTREAM
+from poolgrad.knowledge.schema import parse_finding
 from poolgrad.reports import html
 from poolgrad.reports.records import ResultsWriter, read_results
 
@@ -17,7 +18,7 @@ UPSTREAM = [{"type": "report", "url": "https://github.com/o/r/issues/1", "title"
 def _summary(upstream):
     raw = {"id": TF_FINDING["id"], "title": TF_FINDING["title"], "framework": "tensorflow",
            "behaviour": "what it does", "source": "kernel.cc: f", "policy": {"tie": "last"}, "upstream": upstream}
-    return _finding(raw, 0).summary()
+    return parse_finding(raw, 0).summary()
 
 
 def _report(tmp_path, finding):

@@ -109,7 +109,7 @@ def test_the_scripts_numpy_spec_is_the_reference():
     from poolgrad.verdicts.compare import same_bits, within
 
     spec_code = reproducer._ENV.from_string('{% include "reproducer_spec.py.j2" %}')
-    cases = catalogue()[::7]
+    cases = [c for c in catalogue() if not c.spec.is_roi][::7]  # RoI results get no script (reproducer.script)
     ops = set()
     for c in cases:
         ns = {"np": np, "math": math}

@@ -6,7 +6,9 @@ import pytest
 
 from poolgrad.adapters.base import ERROR, OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.cases.findings import FindingsError, Knowledge, Machine, _finding
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.machine import Machine
+from poolgrad.knowledge.schema import FindingsError, parse_finding
 from poolgrad.reference import PoolSpec
 from poolgrad.suite.check import check
 from poolgrad.verdicts import Policy
@@ -31,7 +33,7 @@ def _outcome(case, **policy):
 def _kb(*entries):
     base = {"framework": "tensorflow", "behaviour": "what it does", "source": "kernel.cc: f",
             "link": "no upstream report"}
-    return Knowledge(_finding({"title": e["id"], **base, **e}, i) for i, e in enumerate(entries))
+    return Knowledge(parse_finding({"title": e["id"], **base, **e}, i) for i, e in enumerate(entries))
 
 
 TIE_LAST = {"id": "tie-last", "when": ["ties"], "policy": {"tie": "last"}}
@@ -233,7 +235,7 @@ def test_a_forward_of_another_shape_is_judged_not_raised_where_an_arithmetic_fin
     reference's arrays, and arrays of other shapes do not hold it (they raised before)."""
     spec = PoolSpec.from_dict({"op": "avg_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
     case = make_case("avg", "plain", spec, np.array([[[1.0, 2.0, 3.0, 4.0]]]))
-    kb = Knowledge([_finding({"id": "avg-in-dtype", "title": "sums in the dtype", "framework": "tensorflow",
+    kb = Knowledge([parse_finding({"id": "avg-in-dtype", "title": "sums in the dtype", "framework": "tensorflow",
                               "policy": {"accumulate": "dtype"}, "behaviour": "b", "source": "s", "upstream": []}, 0)])
     odd = Outcome(OK, forward=np.zeros((1, 1, 3), np.float32), grad_input=np.zeros((1, 1, 4), np.float32))
     checked = check(case, TARGET, "2.21.0", [odd], kb, 0.0)

@@ -15,7 +15,9 @@ import pytest
 
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.cases.findings import IMPACTS, FindingsError, Knowledge, _finding
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.impacts import IMPACTS
+from poolgrad.knowledge.schema import FindingsError, parse_finding
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import html, records
 from poolgrad.suite.check import check, worst_impact
@@ -33,7 +35,7 @@ NAN_LAST = {"id": "nan-last", "when": ["nan_several"], "policy": {"nan_tie": "la
 def _kb(*entries):
     base = {"framework": "tensorflow", "behaviour": "what it does", "source": "kernel.cc: f",
             "link": "no upstream report"}
-    return Knowledge(_finding({"title": e["id"], **base, **e}, i) for i, e in enumerate(entries))
+    return Knowledge(parse_finding({"title": e["id"], **base, **e}, i) for i, e in enumerate(entries))
 
 
 def _checked(kb, **policy):

@@ -7,16 +7,18 @@ import json
 
 import numpy as np
 
+from poolgrad.adapters import onednn, registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.cases import make_case
-from poolgrad.adapters import onednn, registry
-from poolgrad.cases.findings import Knowledge, Machine, _finding
+from poolgrad.knowledge.base import Knowledge
+from poolgrad.knowledge.history import merged
+from poolgrad.knowledge.machine import Machine
+from poolgrad.knowledge.schema import parse_finding
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
-from poolgrad.cases.history import merged
 from poolgrad.suite.history import build, by_framework, lane_environment, lane_name
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
@@ -45,7 +47,7 @@ def _run(path, version, knowledge, policy, device="cpu"):
 
 
 def test_replaying_a_results_file_judges_as_the_run_did(tmp_path):
-    kb = Knowledge([_finding(NAN_LAST, 0)])
+    kb = Knowledge([parse_finding(NAN_LAST, 0)])
     envs, results = read_results(_run(tmp_path / "r.jsonl", "2.13.0", kb, {"nan_tie": "last"}))
     for rec in results:
         j = judge_record(rec, kb, envs[0])
@@ -94,11 +96,11 @@ def test_characterize_proposes_a_finding_for_what_nothing_explains(tmp_path):
     p = proposals[0]
     assert p["framework"] == "otherfw" and p["results"] == 2 and "nan_several" in p["when"]
     assert p["claim"][0] == "policy"
-    assert propose(envs, results, Knowledge([_finding(NAN_LAST, 0)]))[0] == []
+    assert propose(envs, results, Knowledge([parse_finding(NAN_LAST, 0)]))[0] == []
 
 
 def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it(tmp_path):
-    kb = Knowledge([_finding(NAN_LAST, 0)])
+    kb = Knowledge([parse_finding(NAN_LAST, 0)])
     old = _run(tmp_path / "old.jsonl", "2.11.0", kb, {})                     # fixed: canonical
     new = _run(tmp_path / "new.jsonl", "2.13.0", kb, {"nan_tie": "last"})
     hist = build([old, new], kb, MACHINE)
@@ -107,7 +109,7 @@ def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it
 
 
 def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
-    kb = Knowledge([_finding({**NAN_LAST, "devices": ["cpu", "gpu"]}, 0)])
+    kb = Knowledge([parse_finding({**NAN_LAST, "devices": ["cpu", "gpu"]}, 0)])
     cpu = build([_run(tmp_path / "cpu.jsonl", "2.13.0", kb, {"nan_tie": "last"})], kb, MACHINE)
     gpu_run = _run(tmp_path / "gpu.jsonl", "2.13.0", kb, {}, device="gpu")     # canonical on the GPU
     assert build([gpu_run], kb, MACHINE, devices=("cpu",))["lanes"] == []

@@ -12,8 +12,8 @@ import pytest
 
 from poolgrad.cases.catalogue import catalogue
 from poolgrad.suite import plugin as suite_plugin, run
+from poolgrad.suite.call import Group
 from poolgrad.suite.run import freeze_survivors, long_lived, restore_collector
-from poolgrad.verdicts import case as verdict_case
 
 
 def test_the_collector_is_off_while_making_and_on_again_after_an_error():
@@ -67,17 +67,17 @@ def test_after_a_freeze_full_passes_are_left_to_the_next_until_the_run_ends(monk
         gc.set_threshold(*before)
 
 
-def test_an_evicted_stack_is_freed_without_the_cycle_collector():
-    cases = [c for c in catalogue() if c.spec.is_max][:verdict_case.CACHE_STACKS + 1]
-    first = verdict_case.case_for(cases[0].spec, cases[0].input, cases[0].grad_output, ("evicted", cases[0].id))
-    for policy in first.candidates()[:4]:  # results whose validity refers back to the stack
-        first.result(policy).valid()
-    stack = weakref.ref(first._stack)
-    del first
+def test_a_groups_references_are_freed_without_the_cycle_collector():
+    case = next(c for c in catalogue() if c.spec.is_max)
+    group = Group([case])
+    ref = group.reference(case)
+    for policy in ref.candidates()[:4]:  # results whose validity refers back to the stack
+        ref.result(policy).valid()
+    stack = weakref.ref(ref._stack)
+    del ref
     gc.disable()
     try:
-        for c in cases[1:]:  # each a stack of its own, the first one evicted
-            verdict_case.case_for(c.spec, c.input, c.grad_output, ("evicted", c.id))
+        group.done()  # the group's last check: its references go
         assert stack() is None
     finally:
         gc.enable()

@@ -9,7 +9,7 @@ import numpy as np
 from poolgrad.adapters.base import OK, Outcome
 from verdict_cases import case, outcome, under
 from poolgrad.verdicts import classify
-from poolgrad.verdicts.case import Case
+from poolgrad.verdicts.case import CaseReference
 from poolgrad.verdicts.extended_policies import Policy, features
 from poolgrad.verdicts.sums import routes_as
 
@@ -32,8 +32,8 @@ def test_float16_large_then_small_is_named():
     # accumulate = "dtype" names the order, bit for bit (verdicts/sums.py)
     assert (v.verdict, v.policy) == ("reordered", {"tie": "first", "nan": "propagate", "accumulate": "any"})
     assert v.valid_subgradient
-    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
-    assert not routes_as(Case(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input + 0)
+    assert routes_as(CaseReference(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
+    assert not routes_as(CaseReference(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input + 0)
 
 
 def test_bfloat16_large_then_small_is_named():
@@ -43,7 +43,7 @@ def test_bfloat16_large_then_small_is_named():
     got = outcome(spec, x, [5, 5, 5, 2], [0, 0, 256, 1, 0, 0])
     v = classify(spec, x, g, got)
     assert v.verdict == "reordered" and v.policy["accumulate"] == "any"
-    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
+    assert routes_as(CaseReference(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
 
 
 def test_the_order_is_output_order_or_its_reverse():
@@ -55,8 +55,8 @@ def test_the_order_is_output_order_or_its_reverse():
     # 2048 + 1 + 1 (last output first) is oneDNN's order
     got = outcome(spec, x, [5, 5, 5, 2], [0, 0, 2048, 1, 0, 0])
     assert classify(spec, x, g, got).verdict == "reordered"
-    assert routes_as(Case(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input)
-    assert not routes_as(Case(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
+    assert routes_as(CaseReference(spec, x, g), Policy(accumulate="dtype_axis1_reversed"), got.grad_input)
+    assert not routes_as(CaseReference(spec, x, g), Policy(accumulate="dtype"), got.grad_input)
     # a sum further from 2050 than any order of float16 additions can put it (2 * eps * 2050 + one
     # ulp, 6) is no routing of the spec's
     v = classify(spec, x, g, outcome(spec, x, [5, 5, 5, 2], [0, 0, 2060, 1, 0, 0]))
@@ -76,7 +76,7 @@ def test_features_gate_accumulation_on_inexact_sums_only():
     assert features(spec, x, with_grad(spec, x, [2048, 1, 1, 1]))["accumulate"]
     spec64, x64, _ = case(K3S1, ROW, "float64")
     assert not features(spec64, x64, with_grad(spec64, x64, [2048, 1, 1, 1]))["accumulate"]
-    searched = Case(spec, x, probe).candidates()
+    searched = CaseReference(spec, x, probe).candidates()
     assert all(p.accumulate is None for p in searched)
 
 
@@ -93,6 +93,6 @@ def test_avg_sum_that_overflows_in_float16_is_named():
 def test_avg_search_is_skipped_where_sums_are_exact():
     spec, x, g = case({"op": "avg_pool", "kernel_size": 2}, [1, 2, 3, 4], "float16")
     assert not features(spec, x, g)["accumulate"]
-    assert Case(spec, x, g).candidates() == (Case(spec, x, g).candidates()[0],)
+    assert CaseReference(spec, x, g).candidates() == (CaseReference(spec, x, g).candidates()[0],)
     assert classify(spec, x, g, Outcome(OK, *[np.full_like(a, 7) for a in (
         under(spec, x, g).forward, x)])).verdict == "wrong"

@@ -1,12 +1,15 @@
 """The reference's work for a framework call's cases is done once, stacked along N
-(poolgrad/verdicts/case.py): each case's rows of every stacked result must be its own result,
-bit for bit, or stacking would change verdicts."""
+(poolgrad/verdicts/case.py; the suite's batching group stacks them, poolgrad/suite/call.py): each
+case's rows of every stacked result must be its own result, bit for bit, or stacking would change
+verdicts."""
 
 import collections
 
 import pytest
 
 from poolgrad.cases.catalogue import catalogue
+from poolgrad.suite import call as suite_call
+from poolgrad.suite.call import Group
 from poolgrad.verdicts import case as verdict_case
 from poolgrad.verdicts.compare import identical
 
@@ -24,47 +27,50 @@ CALLS = _calls()
 @pytest.mark.parametrize("members", CALLS[::7], ids=lambda ms: ms[0].id)
 def test_a_stacked_case_is_its_own_case(members):
     # One kin (the whole stack) and a kin per value family (policies evaluated on its rows).
-    for kins, m in ((kins, m) for kins in (False, True) for m in members):
-        tag = ("stacked", kins)
-        call = [(c.spec, c.input, c.grad_output, (tag, c.id), c.family if kins else None) for c in members]
-        stacked = verdict_case.case_for(m.spec, m.input, m.grad_output, (tag, m.id), call,
-                                        kin=m.family if kins else None)
-        alone = verdict_case.Case(m.spec, m.input, m.grad_output)
-        assert identical(stacked.expected_forward, alone.expected_forward)
-        assert identical(stacked.expected_grad_input, alone.expected_grad_input)
-        if not m.spec.is_max:  # a selection has no error scale: compared bit for bit
-            assert all(identical(a, b) for a, b in zip(stacked.magnitude(), alone.magnitude()))
-        assert stacked.candidates() == alone.candidates()
-        for policy in alone.candidates()[:12] + alone.candidates()[-4:]:
-            got, want = stacked.result(policy), alone.result(policy)
-            assert identical(got.forward, want.forward) and identical(got.grad_input, want.grad_input), policy
-            assert got.valid() == want.valid(), policy
+    for kins in (False, True):
+        references = verdict_case.stacked([(c.spec, c.input, c.grad_output, c.id, c.family if kins else None)
+                                           for c in members])
+        for m in members:
+            _same_as_alone(references[m.id], m)
+
+
+def _same_as_alone(stacked, m):
+    """The stacked reference of case ``m`` is its reference alone, bit for bit."""
+    alone = verdict_case.CaseReference(m.spec, m.input, m.grad_output)
+    assert identical(stacked.expected_forward, alone.expected_forward)
+    assert identical(stacked.expected_grad_input, alone.expected_grad_input)
+    if not m.spec.is_max:  # a selection has no error scale: compared bit for bit
+        assert all(identical(a, b) for a, b in zip(stacked.magnitude(), alone.magnitude()))
+    assert stacked.candidates() == alone.candidates()
+    for policy in alone.candidates()[:12] + alone.candidates()[-4:]:
+        got, want = stacked.result(policy), alone.result(policy)
+        assert identical(got.forward, want.forward) and identical(got.grad_input, want.grad_input), policy
+        assert got.valid() == want.valid(), policy
 
 
 def test_one_stack_serves_its_call():
     members = max(CALLS, key=len)
-    call = [(m.spec, m.input, m.grad_output, ("one", m.id)) for m in members]
-    cases = [verdict_case.case_for(m.spec, m.input, m.grad_output, ("one", m.id), call) for m in members]
+    group = Group(members)
+    cases = [group.reference(m) for m in members]
     assert len({id(c._stack) for c in cases}) == 1
     assert len(cases[0]._stack.x) == sum(len(m.input) for m in members)
 
 
 def test_stacks_are_capped_in_elements(monkeypatch):
-    monkeypatch.setattr(verdict_case, "STACK_ELEMENTS", 1)
+    monkeypatch.setattr(suite_call, "STACK_ELEMENTS", 1)
     members = max(CALLS, key=len)
-    call = [(m.spec, m.input, m.grad_output, ("capped", m.id)) for m in members]
-    cases = [verdict_case.case_for(m.spec, m.input, m.grad_output, ("capped", m.id), call) for m in members]
+    group = Group(members)
+    cases = [group.reference(m) for m in members]
     assert len({id(c._stack) for c in cases}) == len(members)  # each case's input is over the cap
-    assert all(identical(c.expected_grad_input, verdict_case.Case(m.spec, m.input, m.grad_output).expected_grad_input)
+    assert all(identical(c.expected_grad_input,
+                         verdict_case.CaseReference(m.spec, m.input, m.grad_output).expected_grad_input)
                for c, m in zip(cases, members))
 
 
 def test_a_policy_is_evaluated_on_the_rows_of_the_asking_cases_kin():
     members = max((ms for ms in CALLS if len({m.family for m in ms}) > 1), key=len)
-    call = [(m.spec, m.input, m.grad_output, ("kin", m.id), m.family) for m in members]
     asking = members[-1]
-    case = verdict_case.case_for(asking.spec, asking.input, asking.grad_output, ("kin", asking.id), call,
-                                 kin=asking.family)
+    case = Group(members).reference(asking)
     policy = case.candidates()[1]
     case.result(policy)
     kin_rows = sum(len(m.input) for m in members if m.family == asking.family)

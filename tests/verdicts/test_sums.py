@@ -10,7 +10,7 @@ from poolgrad import reference
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
 from poolgrad.verdicts import Policy, classify
-from poolgrad.verdicts.case import Case
+from poolgrad.verdicts.case import CaseReference
 from poolgrad.verdicts.sums import routes_as
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "dtype": "float32"})
@@ -81,7 +81,7 @@ def test_a_lost_contribution_is_wrong_whatever_the_order(seed):
 def test_a_claimed_order_is_matched_bit_for_bit():
     x, g = _case()
     _, grad = _loop(x, g)
-    case = Case(SPEC, x, g)
+    case = CaseReference(SPEC, x, g)
     assert routes_as(case, Policy(), grad)
     assert not routes_as(case, Policy(accumulate="dtype"), grad)
     assert routes_as(case, Policy(accumulate="dtype"), case.result(Policy(accumulate="dtype")).grad_input)
@@ -91,12 +91,13 @@ def test_a_finding_that_claims_the_order_explains_a_reordered_result_bit_for_bit
     """A kernel that adds one output axis at a time in float32 is what accumulate = "dtype_per_axis"
     names: the finding explains it (expected); the same routing summed in a random order passes
     as reordered, the finding in scope but not claiming it."""
-    from poolgrad.cases.findings import Knowledge, _finding
+    from poolgrad.knowledge.base import Knowledge
+    from poolgrad.knowledge.schema import parse_finding
     from poolgrad.cases import make_case
     from poolgrad.adapters.base import Target
     from poolgrad.suite.check import check
     x, g = _case()
-    kb = Knowledge([_finding({"id": "sums-in-dtype", "title": "sums in float32", "framework": "otherfw",
+    kb = Knowledge([parse_finding({"id": "sums-in-dtype", "title": "sums in float32", "framework": "otherfw",
                               "gradient": {"accumulate": "dtype_per_axis"}, "behaviour": "b", "source": "s", "upstream": []}, 0)])
     case = make_case("realistic", "realistic", SPEC, x, g)
     target = Target("otherfw", "eager", "cpu")
@@ -115,7 +116,7 @@ def test_a_split_share_rounded_before_its_sum_routes_as_split_and_a_moved_share_
     g = np.array([[[0.54251707, 0.1]]], np.float32)
     third = np.float32(1) / np.float32(3)
     shares = np.repeat(g * third, 3, axis=-1).astype(np.float32)
-    case = Case(spec, x, g)
+    case = CaseReference(spec, x, g)
     exact = case.result(Policy(tie="split")).grad_input
     assert not np.array_equal(shares, exact)                # the reciprocal's rounding shows
     assert routes_as(case, Policy(tie="split"), shares)

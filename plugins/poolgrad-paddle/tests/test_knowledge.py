@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import poolgrad_paddle
-from poolgrad.cases import findings as kb
 from poolgrad.cases.case_file import load_case_file
+from poolgrad.knowledge import sources
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import reproducer, synthetic
 
@@ -20,19 +20,19 @@ FINDINGS = Path(poolgrad_paddle.__file__).parent / "findings.toml"
 
 
 def test_poolgrads_knowledge_base_holds_the_plugins_findings():
-    mine = {f.id for f in kb.load() if f.framework == "paddle"}
-    assert mine and mine == {f.id for f in kb.load(FINDINGS, history=None)}
+    mine = {f.id for f in sources.load() if f.framework == "paddle"}
+    assert mine and mine == {f.id for f in sources.load(FINDINGS, history=None)}
 
 
 def test_a_finding_of_older_releases_is_bounded_by_the_lanes_history():
     """float16 pool2d/pool3d kernels came with 3.3.1: the 3.0.0 lane holds the finding, the 3.3.1
     lane contradicts it, so the knowledge base scopes it to older releases."""
-    f = next(f for f in kb.load() if f.id == "paddle-cpu-pool-float16-no-kernel")
+    f = next(f for f in sources.load() if f.id == "paddle-cpu-pool-float16-no-kernel")
     assert str(f.versions) == "<3.3.1"
 
 
 def test_each_example_is_a_case_file_naming_its_finding():
-    with_examples = [f for f in kb.load(FINDINGS, history=None) if f.example is not None]
+    with_examples = [f for f in sources.load(FINDINGS, history=None) if f.example is not None]
     assert with_examples
     for f in with_examples:
         assert load_case_file(f.example), f.id

@@ -43,7 +43,8 @@ import numpy as np
 
 from poolgrad.reference.geometry import resolve
 
-from .. import idioms, keras, onednn, segments, torchvision
+from .. import idioms, keras, onednn, segments
+from . import torchvision
 from ..base import Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
 

@@ -11,13 +11,13 @@ and float64 on CPU (and half on CUDA); what a dtype they refuse raises is their 
 
 from __future__ import annotations
 
-from .. import roi
-from ..base import Unsupported
-from ..framework import Upstream, WorkerSpec
+from ... import roi
+from ...base import Unsupported
+from ...framework import Upstream, WorkerSpec
 
 ROI_VARIANTS = ("torchvision",)
 UPSTREAM = Upstream("pytorch/vision", "the 🐛 Bug Report form")
-WORKER = WorkerSpec("torch-torchvision", "poolgrad.adapters.torchvision.adapter", {}, "torchvision", __name__, UPSTREAM)
+WORKER = WorkerSpec("torch-torchvision", "poolgrad.adapters.torch.torchvision.adapter", {}, "torchvision", __name__, UPSTREAM)
 
 
 def plan(spec, variant: str, shape) -> roi.RoiCall | Unsupported:

@@ -1,5 +1,5 @@
 """torchvision adapter: torchvision.ops.roi_pool / roi_align as a user calls them, in a worker
-(poolgrad/adapters/torchvision/__init__.py plans the call). Reverse mode only."""
+(poolgrad/adapters/torch/torchvision/__init__.py plans the call). Reverse mode only."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import torch
 import torchvision
 
-from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
-from ..torch.adapter import to_numpy, to_torch
+from ...base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported
+from ..adapter import to_numpy, to_torch
 from . import ROI_VARIANTS, plan
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import poolgrad_mindspore
-from poolgrad.cases import findings as kb
+from poolgrad.knowledge import sources
 from poolgrad.cases.case_file import load_case_file
 from poolgrad.reference import PoolSpec
 from poolgrad.reports import reproducer, synthetic
@@ -20,12 +20,12 @@ FINDINGS = Path(poolgrad_mindspore.__file__).parent / "findings.toml"
 
 
 def test_poolgrads_knowledge_base_holds_the_plugins_findings():
-    mine = {f.id for f in kb.load() if f.framework == "mindspore"}
-    assert mine and mine == {f.id for f in kb.load(FINDINGS, history=None)}
+    mine = {f.id for f in sources.load() if f.framework == "mindspore"}
+    assert mine and mine == {f.id for f in sources.load(FINDINGS, history=None)}
 
 
 def test_each_example_is_a_case_file_naming_its_finding():
-    with_examples = [f for f in kb.load(FINDINGS, history=None) if f.example is not None]
+    with_examples = [f for f in sources.load(FINDINGS, history=None) if f.example is not None]
     assert with_examples
     for f in with_examples:
         assert load_case_file(f.example), f.id

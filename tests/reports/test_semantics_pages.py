@@ -1,4 +1,4 @@
-"""The semantics pages (poolgrad/cases/semantics.py): every finding on its framework's page under
+"""The semantics pages (poolgrad/reports/semantics.py): every finding on its framework's page under
 its own anchor and in one section of docs/SEMANTICS.md, links that resolve, table cells short
 enough to read, and pages that fit a laptop's width in a real browser."""
 
@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from poolgrad.cases import findings, semantics
+from poolgrad.knowledge import sources
+from poolgrad.reports import semantics
+from poolgrad.reports.finding_text import MAX_CELL, reported
+from poolgrad.reports.sections import section_of
 
 ROOT = Path(__file__).parents[2]
-KB = findings.load()
+KB = sources.load()
 PAGES = semantics.pages(KB)
 CELL = re.compile(r"(?<!\\)\|")
 
@@ -28,7 +31,7 @@ def table_cells(text: str):
 
 def test_the_committed_pages_are_generated_from_the_knowledge_base():
     for name, text in PAGES.items():
-        assert (ROOT / "docs" / name).read_text() == text, f"docs/{name}: run python -m poolgrad.cases.semantics --write"
+        assert (ROOT / "docs" / name).read_text() == text, f"docs/{name}: run python -m poolgrad.reports.semantics --write"
     committed = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs" / "frameworks").glob("*.md")}
     assert committed == {n for n in PAGES if n.startswith("frameworks/")}
 
@@ -36,8 +39,8 @@ def test_the_committed_pages_are_generated_from_the_knowledge_base():
 @pytest.mark.parametrize("page", sorted(p.relative_to(ROOT).as_posix() for p in
                                         [*(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "frameworks").glob("*.md")]))
 def test_no_table_cell_is_longer_than_300_characters(page):
-    long = [(n, len(cell)) for n, cell in table_cells((ROOT / page).read_text()) if len(cell) > semantics.MAX_CELL]
-    assert not long, f"{page}: cells over {semantics.MAX_CELL} characters at (line, length) {long}"
+    long = [(n, len(cell)) for n, cell in table_cells((ROOT / page).read_text()) if len(cell) > MAX_CELL]
+    assert not long, f"{page}: cells over {MAX_CELL} characters at (line, length) {long}"
 
 
 def test_every_finding_has_an_anchor_on_its_page_and_a_row_in_one_section():
@@ -47,7 +50,7 @@ def test_every_finding_has_an_anchor_on_its_page_and_a_row_in_one_section():
         assert page.count(f"\n## {f.id}\n") == 1 and f.title in page and f.source in page
         assert overview.count(f"](frameworks/{f.framework}.md#{f.id})") == 1, f.id
         # An unreported finding offers the draft of a report; a reported one does not.
-        assert (f"python -m poolgrad.upstream {f.id}`" in page) != semantics.reported(f)
+        assert (f"python -m poolgrad.upstream {f.id}`" in page) != reported(f)
         if f.example is not None:
             assert f"`poolgrad --example {f.id} --frameworks {f.framework} " in page
 
@@ -61,7 +64,7 @@ def test_links_between_the_pages_resolve():
 
 
 def test_sections_take_findings_by_what_the_case_holds():
-    by_id = {f.id: semantics.section_of(f).anchor for f in KB}
+    by_id = {f.id: section_of(f).anchor for f in KB}
     assert by_id["torch-max-last-nan-wins"] == "nans"
     assert by_id["torch-compile-max-forward-last-zero"] == "signed-zeros"
     assert by_id["tf-cpu-subnormal-flushed"] == "subnormals"
