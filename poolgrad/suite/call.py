@@ -186,6 +186,8 @@ def differs_alone(stacked: Outcome, alone: Outcome, reference) -> str:
     if stacked.status != alone.status:
         return f"{stacked.status} stacked, {alone.status} alone ({alone.message})"
     differ = [name for name in ARRAY_FIELDS if not identical(getattr(stacked, name), getattr(alone, name))]
+    if not differ:
+        return ""
     magnitude = {} if reference.spec.is_max else dict(zip(("forward", "grad_input"), reference.magnitude()))
     differ = [name for name in differ if name not in magnitude or not _rounded_alike(
         getattr(stacked, name), getattr(alone, name), reference.spec, magnitude[name])]
