@@ -61,8 +61,10 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 161-162: RoI pooling (issue 40): torchvision roi_align's corners of weight 0, TensorFlow's
     # crop_and_resize border samples
     # 163: the third GPU column (an H200): torchvision's CUDA RoI gradients added with atomics
+    # 164: the same column contradicted torch-avg-sum-overflows-float32 on float16 (CUDA adds it in
+    # float32): its float16 part, CPU 3-D adaptive average pooling, is a finding of its own
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 163
+    assert 25 <= len(own) <= 164
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
