@@ -87,7 +87,15 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
 @functools.lru_cache(maxsize=None)
 def path_classes_by_row(op: str) -> dict[tuple, frozenset]:
     names = list(MODEL[op])
-    return {values: path_classes(op, dict(zip(names, values))) for values in valid_rows(op, paths=True)}
+    dtype = names.index("dtype")
+    by_geometry: dict[tuple, frozenset] = {}  # a row's path classes do not depend on its dtype
+    out = {}
+    for values in valid_rows(op, paths=True):
+        key = values[:dtype] + values[dtype + 1:]
+        if key not in by_geometry:
+            by_geometry[key] = path_classes(op, dict(zip(names, values)))
+        out[values] = by_geometry[key]
+    return out
 
 
 # Path classes met in passes of their own (path_rows' ``group``), after the others, so that the

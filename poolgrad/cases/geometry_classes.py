@@ -73,6 +73,20 @@ def spec_fields(op: str, row: dict) -> dict | None:
         if row["output_size"] == "non_dividing" and not any(n % o for n, o in zip(size, out)):
             return None
         return {"output_size": out}
+    fields = _window_fields(row)
+    return fields if fields is not None and _resolves(op, _without_dtype(row)) else None
+
+
+def _without_dtype(row: dict) -> tuple:
+    """A row's classes but its dtype, which no geometry depends on: the key of the work done per
+    geometry (the generator asks for each row in every dtype, and again per path and per tag)."""
+    return tuple((k, v) for k, v in row.items() if k != "dtype")
+
+
+def _window_fields(row: dict) -> dict | None:
+    """A window op's fields as the row's classes name them, before they are resolved (None: a
+    class that does not exist for its kernel)."""
+    size = SIZES[row["size"]][row["rank"]]
     kernel = list(size) if row["kernel"] == "input" else [int(row["kernel"])] * len(size)
     stride = {"1": [1] * len(size), "kernel": kernel, "over_kernel": [k + 1 for k in kernel]}[row["stride"]]
     fields: dict = {"kernel_size": kernel, "stride": stride}
@@ -109,19 +123,28 @@ def spec_fields(op: str, row: dict) -> dict | None:
         fields["divisor_override"] = int(row["divisor_override"])
     if "norm_type" in row:
         fields["norm_type"] = float(row["norm_type"])
+    return fields
+
+
+@functools.lru_cache(maxsize=None)
+def _resolves(op: str, classes: tuple) -> bool:
+    """Whether the fields of a row (its classes but the dtype) resolve to a window with output
+    that meets the row's ceil_mode class."""
+    row = dict(classes)
+    fields = _window_fields(row)
+    size = SIZES[row["size"]][row["rank"]]
     try:
         spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
         geom = resolve(spec, (1, 1, *size))
     except SpecError:
-        return None
+        return False
     if min(geom.out_shape) < 1:
-        return None
+        return False
     if row["ceil_mode"] != "off":
         floor = resolve(PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields, "ceil_mode": False}),
                         (1, 1, *size))
-        if (geom.out_shape != floor.out_shape) != (row["ceil_mode"] == "overhang"):
-            return None
-    return fields
+        return (geom.out_shape != floor.out_shape) == (row["ceil_mode"] == "overhang")
+    return True
 
 
 @functools.lru_cache(maxsize=None)
@@ -155,8 +178,13 @@ def rows_by_geometry(op: str) -> dict[tuple, tuple[tuple, ...]]:
 
 def geometry_row(op: str, row: dict) -> dict:
     """The data a catalogue row holds: the op with rank, its geometry tag, size and dtype."""
-    fields = spec_fields(op, row)
-    spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})
-    size = SIZES[row["size"]][row["rank"]]
-    return {"op": op, "rank": row["rank"], "tag": geometry_tag(spec, size), "size": list(size), "dtype": row["dtype"],
+    return {"op": op, "rank": row["rank"], "tag": _tag(op, _without_dtype(row)),
+            "size": list(SIZES[row["size"]][row["rank"]]), "dtype": row["dtype"],
             "classes": {k: str(v) for k, v in row.items() if k not in ("rank", "dtype")}}
+
+
+@functools.lru_cache(maxsize=None)
+def _tag(op: str, classes: tuple) -> str:
+    row = dict(classes)
+    spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **spec_fields(op, row)})
+    return geometry_tag(spec, SIZES[row["size"]][row["rank"]])

@@ -63,9 +63,7 @@ def test_every_path_meets_the_largest_explicit_pad_it_takes(op):
     """The rows themselves: each path whose planner takes an explicit pad past torch's limit (half
     the kernel) on some valid row takes a row with that pad (issue 29: explicit padding, zero and
     the largest each path allows; torch itself refuses such a pad, with its own message)."""
-    names = list(geometry_classes.MODEL[op])
-    wanted = {c for values in geometry_classes.valid_rows(op, paths=True)
-              for c in api_paths.path_classes(op, dict(zip(names, values))) if c[1] == "padding"}
+    wanted = {c for found in api_paths.path_classes_by_row(op).values() for c in found if c[1] == "padding"}
     rows = geometry_rows()[op]
     met = set()
     for path, (plan, variant, _) in api_paths.paths().items():
@@ -121,9 +119,8 @@ def test_every_path_that_takes_ceil_mode_meets_a_dropped_window_padded_and_unpad
     drops (one that would start past the input: kernel 3, stride 4 on 8), with padding and
     without, on some valid row takes a row with it (issue 38: PaddlePaddle returns that window,
     and only padded rows met it)."""
-    names = list(geometry_classes.MODEL[op])
-    wanted = {c for values in geometry_classes.valid_rows(op)
-              for c in api_paths.path_classes(op, dict(zip(names, values))) if c[1] == "ceil_dropped"}
+    classes = api_paths.path_classes_by_row(op)
+    wanted = {c for values in geometry_classes.valid_rows(op) for c in classes[values] if c[1] == "ceil_dropped"}
     met = set()
     for path, (plan, variant, _) in api_paths.paths().items():
         for r in geometry_rows()[op]:
