@@ -23,7 +23,7 @@ def spec(op="segment_max_pool", **ids):
 
 
 @pytest.mark.parametrize("planner, variant, api", [
-    (torch_plan, "scatter_reduce", "scatter_reduce"),
+    (torch_plan, "scatter_reduce", "scatter_reduce"), (torch_plan, "pyg", "global_max_pool"),
     (jax_plan, "segment", "segment_max"), (jax_plan, "segment_jit", "segment_max"),
     (tf_plan, "segment", "segment_max"), (tf_plan, "unsorted_segment_function", "unsorted_segment_max"),
     (poolgrad_paddle, "segment", "segment_max"),

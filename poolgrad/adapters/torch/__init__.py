@@ -10,10 +10,16 @@ Variants:
                   ``Outcome.indices`` is torch's int64 index: the flat position in each (n, c)
                   plane's spatial dims
 
-Segment pooling (segment_max_pool, segment_avg_pool) runs in its own variant, as PyTorch
-Geometric's global_max_pool / global_mean_pool and aggr="max" / "mean" call it:
+Segment pooling (segment_max_pool, segment_avg_pool) runs in variants of its own, over the
+(items, features) data (adapters/segments.py):
   scatter_reduce  torch.zeros(num_segments, F).scatter_reduce(0, ids, x, reduce="amax" | "mean",
-                  include_self=False) over the (items, features) data (adapters/segments.py)
+                  include_self=False)
+  pyg             PyTorch Geometric's torch_geometric.nn.global_max_pool / global_mean_pool(x,
+                  batch=ids, size=num_segments), what its aggr="max" / "mean" layers call too
+                  (torch_geometric/utils/_scatter.py: scatter): max is the scatter_reduce above
+                  (where torch_scatter is not installed or on the CPU), mean is scatter_add_ divided
+                  by each segment's count clamped to 1. A worker of its own, which needs
+                  torch_geometric (without it the variant is not installed).
 
 fractional_max_pool runs in eager and return_indices only: F.fractional_max_pool<r>d (2-D, 3-D)
 with ``_random_samples`` that make torch's interval formula give the case's regions
@@ -46,11 +52,12 @@ from poolgrad.reference.geometry import resolve
 from .. import idioms, keras, onednn, segments
 from . import torchvision
 from ..base import Unsupported
-from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment
+from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
-            "unfold", "scatter_reduce")
-SEGMENT_VARIANTS = ("scatter_reduce",)
+            "unfold", "scatter_reduce", "pyg")
+SEGMENT_VARIANTS = ("scatter_reduce", "pyg")
+SEGMENT_APIS = {"scatter_reduce": "scatter_reduce", "pyg": "global_{reduce}_pool"}
 # The idioms' reductions, by variant: which ops they compute (a global variant only one).
 GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
 API_PATHS = {"torch": ("eager", False)}  # F.*_pool: explicit pads only
@@ -69,6 +76,9 @@ WORKER_ENVIRONMENT = WorkerEnvironment(
     shared_gpu={"PYTORCH_NVML_BASED_CUDA_CHECK": "1"},
     compile_cache=lambda root: {"TORCHINDUCTOR_CACHE_DIR": str(root / "torchinductor")})
 UPSTREAM = Upstream("pytorch/pytorch", "the 🐛 Bug Report form; torch.compile findings: the torch.compile form")
+# The pyg variant runs in the torch adapter, in a worker that needs PyTorch Geometric.
+PYG_WORKER = WorkerSpec("torch-pyg", __name__ + ".adapter", {}, "torch_geometric", __name__,
+                        upstream=Upstream("pyg-team/pytorch_geometric", "the 🐛 Bug Report form"))
 MODULE_NAMES = {"max_pool": "MaxPool", "avg_pool": "AvgPool", "lp_pool": "LPPool",
                 "adaptive_max_pool": "AdaptiveMaxPool", "adaptive_avg_pool": "AdaptiveAvgPool"}
 CHANNELS_LAST_RANKS = (2, 3)
@@ -214,7 +224,7 @@ def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
     if refused is not None:
         return refused
     if spec.is_segment:
-        return segments.call(spec, "scatter_reduce")
+        return segments.call(spec, SEGMENT_APIS[variant])
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant in IDIOMS:
@@ -248,7 +258,8 @@ UNSTACKED = (Unstacked(("eager", "module", "channels_last", "return_indices"), (
 FRAMEWORK = Framework("torch", "poolgrad.adapters.torch.adapter", "torch", ("torch",),
                       (*VARIANTS, *keras.VARIANTS, *torchvision.ROI_VARIANTS),
                       {"return_indices": "plane", "max_dim": "plane"},
-                      {**keras.on("torch"), **dict.fromkeys(torchvision.ROI_VARIANTS, torchvision.WORKER)}, __name__,
+                      {**keras.on("torch"), **dict.fromkeys(torchvision.ROI_VARIANTS, torchvision.WORKER), "pyg": PYG_WORKER},
+                      __name__,
                       ad_modes=AD_MODES, costs=COSTS, env_switches=ENV_SWITCHES, dispatch=DISPATCH,
                       api_paths={**API_PATHS, **keras.API_PATHS}, worker_environment=WORKER_ENVIRONMENT,
                       upstream=UPSTREAM, unstacked=UNSTACKED)

@@ -70,9 +70,8 @@ def _idiom(op: str, rank: int, kw: dict, variant: str):
 
 
 def _scatter_reduce(call: segments.Segments):
-    """PyTorch Geometric's scatter (torch_geometric/utils/_scatter.py): a zero output of
-    num_segments rows, scatter_reduce'd with include_self=False over the (items, features)
-    data; reduce "amax" or "mean"."""
+    """A zero output of num_segments rows, scatter_reduce'd with include_self=False over the
+    (items, features) data; reduce "amax" or "mean" (PyTorch Geometric's max is this call)."""
     reduce = {"max": "amax", "mean": "mean"}[call.reduce]
 
     def pool(t):
@@ -82,11 +81,19 @@ def _scatter_reduce(call: segments.Segments):
     return pool
 
 
+def _global_pool(call: segments.Segments):
+    """PyTorch Geometric's global_max_pool / global_mean_pool(x, batch, size) over the (items,
+    features) data."""
+    import torch_geometric.nn  # in the pyg variant's worker only (torch/__init__.py, PYG_WORKER)
+    pool = getattr(torch_geometric.nn, call.api)
+    return lambda t: pool(t, torch.tensor(call.segment_ids, device=t.device), size=call.num_segments)
+
+
 def _pool(op: str, rank: int, kw, variant: str):
     """The eager call of a variant: the nn.Module, an idiom, a segment reduction, or the
     functional call."""
     if variant in SEGMENT_VARIANTS:
-        return _scatter_reduce(kw)
+        return _global_pool(kw) if variant == "pyg" else _scatter_reduce(kw)
     if variant == "module":
         return _module(op, rank, kw)
     return _idiom(op, rank, kw, variant) if variant in IDIOMS else _functional(op, rank, kw)
