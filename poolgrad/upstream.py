@@ -168,8 +168,8 @@ def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
 
 
 def _divisor(spec, geom):
-    """What a user divides a window sum by (avg) or scales it with (lp, PyTorch's K / count for
-    a window clipped by ceil_mode), as the framework templates that sum windows need it: a
+    """What a user divides a window sum by (avg) or scales it with (lp: K / count for a window
+    clipped by ceil_mode, where a framework rescales so), as the framework templates that sum windows need it: a
     number where every window has the same, else a nested list."""
     if spec.is_max or spec.is_adaptive or spec.is_roi:
         return None

@@ -147,8 +147,8 @@ class ModeMethods:
 
 
 def unsupported_rule(error: Exception) -> bool:
-    """Whether a framework raised because it has no derivative rule for this mode (torch and
-    JAX raise NotImplementedError, TensorFlow LookupError 'No gradient defined'; torch.compile's
-    AOTAutograd refuses double backward by name)."""
+    """Whether a framework raised because it has no derivative rule for this mode: a
+    NotImplementedError, a LookupError ('No gradient defined'), or a compiler's autograd refusing
+    double backward by name."""
     return isinstance(error, (NotImplementedError, LookupError)) or any(
         s in str(error) for s in ("double backward", "requires create_graph=False"))

@@ -1,12 +1,12 @@
 """Pooling as users write it without a pooling kernel: which specs each idiom can express (pure:
 imports no framework; every framework's planner asks these before it builds its own call).
 
-- a global reduction (``x.amax(dim)``, ``tf.reduce_max``, ``jnp.mean``, Keras's Global*Pooling
-  layers) is the adaptive op with output size 1 in every spatial dim;
+- a global reduction (``x.amax(dim)``, ``reduce_max``, ``jnp.mean``, the global pooling layers)
+  is the adaptive op with output size 1 in every spatial dim;
 - pooling by reshape (``x.reshape(N, C, H/k, k, W/k, k).max(axis=(3, 5))``) is a window that
   tiles the input: kernel = stride, no padding, no dilation, every extent divisible (or an
   adaptive op whose bins divide the input evenly);
-- patch extraction then a reduction (``F.unfold``, ``tf.image.extract_patches``,
+- patch extraction then a reduction (``F.unfold``, ``image.extract_patches``,
   ``lax.conv_general_dilated_patches``) reads every window's taps, padding included, and the
   patch functions pad with zeros.
 

@@ -3,9 +3,8 @@
 By default the modes run where they can differ from the reverse mode: max-type ops (a
 selection the modes could make differently; avg and lp have none) of the value families with
 ties, NaN, infinities and signed zeros (placed in every geometry row of their op, padded rows
-included), in float32, on each framework's eager path and one compiled path, except
-torch.compile's double backward (AOTAutograd refuses it: unsupported, after a compilation);
-which keeps their cost small next to the catalogue. ``--ad-modes all`` runs them on every case
+included), in float32, on the paths each framework's record names for the mode (its eager path
+and one compiled path where the compiler can differentiate that way); which keeps their cost small next to the catalogue. ``--ad-modes all`` runs them on every case
 and target, ``none`` not at all.
 """
 

@@ -19,8 +19,8 @@ SPECIALS = (float("nan"), float("inf"), float("-inf"), -0.0)
 
 @st.composite
 def fractional_regions(draw, length: int) -> list[list[int]]:
-    """One dim's regions as torch or TensorFlow draws them: windows of one size whose starts
-    follow torch's interval formula for a random sample, or TensorFlow's partition of the input
+    """One dim's regions as the frameworks draw them: windows of one size whose starts follow
+    the interval formula for a random sample (SPEC.md, "Fractional regions"), or a partition of the input
     (steps floor(L / out) and one more, in random order), its regions overlapping by one or not."""
     kind = draw(st.sampled_from(("fixed_size", "partition", "overlapping")))
     if kind == "fixed_size":
