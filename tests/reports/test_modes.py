@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import repro_runs
 
 from poolgrad.adapters import registry
 from poolgrad.reports import html, markdown, reproducer, synthetic
@@ -79,18 +80,20 @@ def test_merge_and_diff_keep_a_cases_modes_apart():
 def test_mode_reproducers_reprint_the_recorded_derivative(framework, tmp_path):
     if not registry.installed(framework):
         pytest.skip(f"{framework} is not installed")
-    run = lambda args: subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,  # noqa: E731
-                                      cwd=tmp_path)
-    direct = run([str(HERE / "reports_direct_modes.py"), framework])
+    direct = subprocess.run([sys.executable, str(HERE / "reports_direct_modes.py"), framework],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert direct.returncode == 0, direct.stderr[-2000:]
     spec, x, g = synthetic.tie_case()
+    records, paths = {}, []
     for key, derivative in json.loads(direct.stdout.splitlines()[-1]).items():
         variant, mode = key.split()
         rec = synthetic.result(TIE_ID, "ties_overlap", spec, x, g, framework=framework, variant=variant, run_id="r")
-        rec = mode_record(rec, mode, encode_array(decode_array(derivative, "float32")), verdict="conforms")
-        path = tmp_path / f"repro_{variant}_{mode}.py"
-        path.write_text(reproducer.script(rec))
-        out = run([str(path)])  # cwd away from the checkout: nothing of poolgrad importable
+        records[key] = mode_record(rec, mode, encode_array(decode_array(derivative, "float32")), verdict="conforms")
+        paths.append(tmp_path / f"repro_{variant}_{mode}.py")
+        paths[-1].write_text(reproducer.script(records[key]))
+    # Away from the checkout, poolgrad not importable; one interpreter for the framework's scripts.
+    for (key, rec), out in zip(records.items(), repro_runs.run_together(paths), strict=True):
+        mode = rec["mode"]
         printed = reproducer.read_output(out.stdout)[mode]
         assert printed["actual"] == rec["derivative"], f"{key}: {out.stderr[-2000:]}"
         assert out.returncode == (0 if printed["expected"] == printed["actual"] else 1), key

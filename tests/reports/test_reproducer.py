@@ -2,9 +2,11 @@
 names the cells that differ and exits 1 while they do (0 where the framework conforms).
 
 The records are made the real-world way: the framework is called directly (reports_direct.py,
-one process per framework), its gradient goes into the record, the report is built, and each
-reproducer script in it runs in a fresh interpreter. The script's plain-NumPy spec is checked
-against poolgrad's reference on catalogue cases of every op, and its arrays are compact."""
+one process per framework), its gradient goes into the record, the report is built, and the
+reproducer scripts in it run away from the checkout: the first as a user runs it, the others in
+one fresh interpreter where poolgrad cannot be imported (repro_runs.py). The script's
+plain-NumPy spec is checked against poolgrad's reference on catalogue cases of every op, and its
+arrays are compact."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import repro_runs
 
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import Target
@@ -30,8 +33,8 @@ HERE = Path(__file__).parent
 CASES = [("torch", "bfloat16"), ("tensorflow", "float16"), ("jax", "bfloat16")]
 
 
-def _run(args, **kw):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, **kw)
+def _run(args):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("framework, dtype", CASES, ids=[f"{f}-{d}" for f, d in CASES])
@@ -53,13 +56,15 @@ def test_reproducers_reprint_the_recorded_gradient(framework, dtype, tmp_path):
     in_report = [htmllib.unescape(s) for s in
                  re.findall(r'<pre class="repro"[^>]*>(.*?)</pre>', (tmp_path / "r.html").read_text(), re.S)]
     assert len(in_report) == len(report.divergences)
+    paths = []
     for rec in records[1:]:
         script = reproducer.script(rec)
         if not rec["verdict"] == "conforms":
             assert script in in_report
-        path = tmp_path / f"repro_{rec['variant']}.py"  # not keras.py: it would shadow the package
-        path.write_text(script)
-        out = _run([str(path)], cwd=tmp_path)  # cwd away from the checkout: nothing of poolgrad importable
+        paths.append(tmp_path / f"repro_{rec['variant']}.py")  # not keras.py: it would shadow the package
+        paths[-1].write_text(script)
+    ran = [repro_runs.run_alone(paths[0]), *repro_runs.run_together(paths[1:])]
+    for rec, out in zip(records[1:], ran, strict=True):
         printed = reproducer.read_output(out.stdout)
         assert printed["gradient"]["actual"] == rec["grad_input"], f"{rec['target']}: {out.stderr[-2000:]}"
         assert printed["gradient"]["expected"] == rec["expected_grad_input"], rec["target"]
@@ -67,6 +72,24 @@ def test_reproducers_reprint_the_recorded_gradient(framework, dtype, tmp_path):
         assert out.returncode == (0 if rec["verdict"] == "conforms" else 1), f"{rec['target']}: {out.stderr[-2000:]}"
         named = re.findall(r"\((\d+(?:, \d+)*)\) expected", printed["gradient"].get("differ", ""))
         assert [list(map(int, c.split(", "))) for c in named] == rec["differing_cells"], rec["target"]
+
+
+def test_scripts_run_together_as_each_runs_alone_but_without_poolgrad(tmp_path):
+    """repro_runs' driver gives each script its own output and exit status, as `python script`
+    does, and an import of poolgrad fails there (it is installed in this interpreter)."""
+    scripts = {"exits": "import sys\nprint('one')\nsys.exit(3)\n", "raises": "print('two')\nraise ValueError('boom')\n",
+               "says": "import sys\nsys.exit('why')\n", "ends": "import sys\nprint(sys.argv[0][-7:])\n",
+               "imports": "import poolgrad\n"}
+    paths = []
+    for name, code in scripts.items():
+        paths.append(tmp_path / f"{name}.py")
+        paths[-1].write_text(code)
+    together = repro_runs.run_together(paths)
+    alone = [repro_runs.run_alone(path) for path in paths[:-1]]
+    assert [(r.stdout, r.returncode) for r in together[:-1]] == [(r.stdout, r.returncode) for r in alone] \
+        == [("one\n", 3), ("two\n", 1), ("", 1), ("ends.py\n", 0)]
+    assert "ValueError: boom" in together[1].stderr and together[2].stderr == "why\n"
+    assert together[-1].returncode == 1 and "No module named 'poolgrad'" in together[-1].stderr
 
 
 # Specs a framework's plan has no call for: k2 s1 SAME over 3 pads (0, 1), which torch's one

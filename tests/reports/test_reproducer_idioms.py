@@ -1,15 +1,14 @@
 """The reproducer of every idiom variant (global reductions, reshape, patch extraction, Keras's
 global layers) prints exactly the gradient its adapter returned: the record is made from the
-adapter's own outcome (through the worker pool, as the suite runs it) and the script runs in a
-fresh interpreter, away from the checkout."""
+adapter's own outcome (through the worker pool, as the suite runs it) and a framework's scripts
+run in one fresh interpreter, away from the checkout, where poolgrad cannot be imported
+(repro_runs.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+import repro_runs
 
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Target
@@ -24,9 +23,9 @@ GLOBAL_AVG = {"op": "adaptive_avg_pool2d", "output_size": 1}
 TILES = {"op": "max_pool2d", "kernel_size": 2}
 OVERLAP = {"op": "max_pool2d", "kernel_size": 2, "stride": 1}
 SAME_AVG = {"op": "avg_pool2d", "kernel_size": 3, "stride": 2, "padding": "SAME"}
-# (framework, variant, spec, dtype): the template branches, each once (every script starts a
-# framework: 10 to 25 s each on a loaded 2-core machine), except torch's and TensorFlow's reshape
-# (a reshape before the reduction the other branches run); the keras variants on one backend each
+# (framework, variant, spec, dtype): the template branches, each once, except torch's and
+# TensorFlow's reshape (a reshape before the reduction the other branches run); the keras variants
+# on one backend each
 CALLS = [("torch", "amax", GLOBAL_MAX, "bfloat16"), ("torch", "max_dim", GLOBAL_MAX, "float32"),
          ("torch", "unfold", OVERLAP, "bfloat16"),
          ("tensorflow", "reduce_xla", GLOBAL_AVG, "float16"), ("tensorflow", "patches", SAME_AVG, "float32"),
@@ -58,18 +57,23 @@ def record(pool, framework, variant, spec_dict, dtype, batched):
     return rec
 
 
-@pytest.mark.parametrize("framework, variant, spec, dtype", CALLS, ids=[f"{f}-{v}" for f, v, _, _ in CALLS])
-def test_an_idiom_reproducer_reprints_its_adapters_gradient(pool, framework, variant, spec, dtype, tmp_path):
-    if not registry.installed(framework, variant):
-        pytest.skip(f"{framework} {variant} is not installed")
-    rec = record(pool, framework, variant, spec, dtype, batched=variant in ("amax", "reshape", "patches", "keras_global"))
-    script = tmp_path / f"repro_{variant}.py"
-    script.write_text(reproducer.script(rec))
-    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    printed = reproducer.read_output(out.stdout)
-    assert printed["gradient"]["actual"] == rec["grad_input"], out.stdout[-2000:] + out.stderr[-2000:]
-    # Exit 1 while the framework's result is not the spec's
-    assert out.returncode == (0 if rec["verdict"] == "conforms" else 1), out.stderr[-2000:]
-    recorded = decode_array(rec["grad_input"], dtype)
-    if spec["op"].startswith("adaptive_max") and variant != "max_dim":  # tied maxima share: the split reached it
-        assert np.count_nonzero(recorded[0, 0]) > 1
+@pytest.mark.parametrize("framework", sorted({f for f, *_ in CALLS}))
+def test_idiom_reproducers_reprint_their_adapters_gradient(pool, framework, tmp_path):
+    calls = [(variant, spec, dtype) for f, variant, spec, dtype in CALLS
+             if f == framework and registry.installed(framework, variant)]
+    if not calls:
+        pytest.skip(f"no idiom variant of {framework} is installed")
+    records, paths = [], []
+    for variant, spec, dtype in calls:
+        records.append(record(pool, framework, variant, spec, dtype,
+                              batched=variant in ("amax", "reshape", "patches", "keras_global")))
+        paths.append(tmp_path / f"repro_{variant}.py")
+        paths[-1].write_text(reproducer.script(records[-1]))
+    for (variant, spec, dtype), rec, out in zip(calls, records, repro_runs.run_together(paths), strict=True):
+        printed = reproducer.read_output(out.stdout)
+        assert printed["gradient"]["actual"] == rec["grad_input"], variant + out.stdout[-2000:] + out.stderr[-2000:]
+        # Exit 1 while the framework's result is not the spec's
+        assert out.returncode == (0 if rec["verdict"] == "conforms" else 1), variant + out.stderr[-2000:]
+        recorded = decode_array(rec["grad_input"], dtype)
+        if spec["op"].startswith("adaptive_max") and variant != "max_dim":  # tied maxima share: the split reached it
+            assert np.count_nonzero(recorded[0, 0]) > 1, variant
