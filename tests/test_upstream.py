@@ -3,23 +3,25 @@ base, none excepted, is at most 90 lines, holds none of poolgrad's vocabulary, a
 python block is a reproducer of at most 30 lines that imports NumPy and the framework only (as
 drafted without running it, ``--no-check``; with ``-m slow``, as drafted here on the input its
 run shows the behaviour on). The reproducers run: three (torch, JAX, PaddlePaddle) alone in an
-empty directory; a sample of each installed framework's in one process per framework (runpy, a
-fresh namespace each); every one of them alone, as the command drafts it here (its input checked
-by running it), with ``-m slow``. They exit 1 while the behaviour holds, and 0 on an input the
+empty directory; a sample of each installed framework's in one process per framework
+(repro_runs.py: runpy, a fresh namespace each, poolgrad not importable); every one of them alone,
+as the command drafts it here (its input checked by running it), with ``-m slow``. They exit 1 while the behaviour holds, and 0 on an input the
 framework handles as users expect."""
 
 from __future__ import annotations
 
 import ast
 import fnmatch
-import json
+import functools
+import itertools
 import re
 import subprocess
 import sys
-import textwrap
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
+import repro_runs
 
 from poolgrad import upstream
 from poolgrad.adapters import registry
@@ -30,8 +32,6 @@ from poolgrad.reports import finding_text, literals
 
 KB = sources.load()
 BY_ID = {f.id: f for f in KB}
-# The drafts of the knowledge base, by finding (rendered once: ~8 s for all of them).
-DRAFTS = {}
 # The unreported CPU findings of "done means" in issue 37, whose drafts run alone here.
 ALONE = ["torch-max-last-nan-wins", "jax-max-neginf-window-padding-wins", "paddle-cpu-max-nan-fold"]
 SAMPLE = 3  # drafts per framework run in CI; -m slow runs them all
@@ -39,12 +39,14 @@ SAMPLE = 3  # drafts per framework run in CI; -m slow runs them all
 ALSO_IMPORTED = {"keras", "torchvision", "os", "sys", "subprocess"}
 
 
+@functools.cache
+def draft(fid: str) -> str:
+    """A finding's draft, rendered once (~8 s for all of them: a test that needs a few renders those)."""
+    return upstream.draft(KB, BY_ID[fid])
+
+
 def drafts() -> dict[str, str]:
-    if not DRAFTS:
-        for f in KB:
-            if not upstream.report_of(f):
-                DRAFTS[f.id] = upstream.draft(KB, f)
-    return DRAFTS
+    return {f.id: draft(f.id) for f in KB if not upstream.report_of(f)}
 
 
 def first_python_block(markdown: str) -> str:
@@ -83,7 +85,7 @@ def test_the_vocabulary_is_poolgrads_not_the_frameworks():
 
 
 def test_the_reproducer_uses_the_frameworks_idiom_and_the_references_values():
-    text = drafts()["mlx-avg-window-sum-overflows"]
+    text = draft("mlx-avg-window-sum-overflows")
     script = first_python_block(text)
     # The issue's five-line bug: nn.AvgPool1d(2) on float16 [60000, 60000] gives inf, 60000 expected.
     assert "pool = nn.AvgPool1d(2)" in script and "x = np.array([[[60000.0, 60000.0]]]" in script
@@ -122,41 +124,22 @@ def test_the_draft_runs_alone_and_exits_1_while_the_behaviour_holds(finding_id, 
     assert "\n  expected " in out.stdout  # actual against expected
 
 
-# Runs reproducers in one process: each in a fresh namespace, its exit status as `python FILE`
-# would give it (SystemExit's code; 1 for an exception it raises, named beside it).
-RUNNER = textwrap.dedent("""
-    import contextlib, io, json, runpy, sys
-    codes = {}
-    for path in sys.argv[1:]:
-        with contextlib.redirect_stdout(io.StringIO()):
-            try:
-                runpy.run_path(path, run_name="__main__")
-                codes[path] = [0, None]
-            except SystemExit as e:
-                codes[path] = [e.code if isinstance(e.code, int) else 1, None]
-            except Exception as e:
-                codes[path] = [1, type(e).__name__]
-    print(json.dumps(codes))
-""")
-
-
 def run_in_one_process(scripts: dict[str, str], tmp_path) -> dict[str, tuple]:
+    """Each script's exit status and the exception it ended on (None: it exited), the scripts run
+    in one process (repro_runs.run_together)."""
     paths = {}
     for fid, script in scripts.items():
         paths[fid] = tmp_path / f"{fid}.py"
         paths[fid].write_text(script)
-    out = subprocess.run([sys.executable, "-c", RUNNER, *map(str, paths.values())], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=600)
-    codes = json.loads(out.stdout.strip().splitlines()[-1])
-    return {fid: tuple(codes[str(path)]) for fid, path in paths.items()}
+    return {fid: (ran.returncode, ran.raised) for fid, ran in zip(paths, repro_runs.run_together(list(paths.values())))}
 
 
-def cpu_drafts(framework: str) -> dict[str, str]:
+def cpu_drafts(framework: str) -> Iterator[tuple[str, str]]:
     """The framework's drafts whose finding holds on CPU, on a variant installed here (torchvision's
-    need torchvision): the scripts this machine can check."""
-    return {fid: first_python_block(text) for fid, text in drafts().items()
-            if BY_ID[fid].framework == framework and any(fnmatch.fnmatchcase("cpu", d) for d in BY_ID[fid].devices)
-            and any(registry.installed(framework, v) for v in finding_text.variants_of(BY_ID[fid]))}
+    need torchvision): the scripts this machine can check, (finding id, script), rendered as read."""
+    return ((f.id, first_python_block(draft(f.id))) for f in KB
+            if not upstream.report_of(f) and f.framework == framework and any(fnmatch.fnmatchcase("cpu", d) for d in f.devices)
+            and any(registry.installed(framework, v) for v in finding_text.variants_of(f)))
 
 
 def raises(fid: str) -> bool:
@@ -165,13 +148,13 @@ def raises(fid: str) -> bool:
     return BY_ID[fid].verdict in upstream.RAISES
 
 
-def sample(scripts: dict[str, str]) -> dict[str, str]:
+def sample(scripts: Iterator[tuple[str, str]]) -> dict[str, str]:
     """A few cheap ones: no torch.compile (seconds each), no process that dies or writes out of
     bounds, no result by no rule (verdict wrong: the reference cannot tell which box of the
     example shows it, the command picks it by running it; -m slow runs those as it drafts them)."""
-    cheap = {fid: s for fid, s in scripts.items()
-             if "torch.compile" not in s and BY_ID[fid].verdict not in ("crash", "wrong") and "bounds" not in fid}
-    return dict(list(cheap.items())[:SAMPLE])
+    cheap = ((fid, s) for fid, s in scripts
+             if "torch.compile" not in s and BY_ID[fid].verdict not in ("crash", "wrong") and "bounds" not in fid)
+    return dict(itertools.islice(cheap, SAMPLE))
 
 
 @pytest.mark.parametrize("framework", list(registry.FRAMEWORKS))
@@ -192,7 +175,7 @@ def test_every_reproducer_of_a_cpu_finding_runs_alone_and_exits_1(framework, tmp
     if not registry.installed(framework):
         pytest.skip(f"{framework} is not installed")
     failed = {}
-    for fid in cpu_drafts(framework):
+    for fid, _ in cpu_drafts(framework):
         # As `python -m poolgrad.upstream ID` drafts it here: on an input checked by running it.
         text = upstream.draft(KB, BY_ID[fid], verify=True)
         script = first_python_block(text)

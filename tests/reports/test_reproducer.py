@@ -89,6 +89,7 @@ def test_scripts_run_together_as_each_runs_alone_but_without_poolgrad(tmp_path):
     assert [(r.stdout, r.returncode) for r in together[:-1]] == [(r.stdout, r.returncode) for r in alone] \
         == [("one\n", 3), ("two\n", 1), ("", 1), ("ends.py\n", 0)]
     assert "ValueError: boom" in together[1].stderr and together[2].stderr == "why\n"
+    assert [r.raised for r in together] == [None, "ValueError", None, None, "ModuleNotFoundError"]
     assert together[-1].returncode == 1 and "No module named 'poolgrad'" in together[-1].stderr
 
 

@@ -12,6 +12,7 @@ status, and any import of poolgrad fails there as it would where poolgrad is not
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.abc
 import io
 import json
@@ -25,12 +26,21 @@ from pathlib import Path
 TIMEOUT_S = 300
 
 
-def run_alone(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(path)], cwd=path.parent, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+@dataclasses.dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+    raised: str | None = None  # run_together's: the exception that ended the script (its type's name)
 
 
-def run_together(paths: list[Path]) -> list[subprocess.CompletedProcess]:
+def run_alone(path: Path) -> Ran:
+    out = subprocess.run([sys.executable, str(path)], cwd=path.parent, capture_output=True, text=True,
+                         timeout=TIMEOUT_S)
+    return Ran(out.returncode, out.stdout, out.stderr)
+
+
+def run_together(paths: list[Path]) -> list[Ran]:
     """Each script's outcome, as ``run_alone`` would give it; the scripts share one directory, away
     from the checkout, the driver's working directory."""
     cwd = paths[0].parent
@@ -38,8 +48,7 @@ def run_together(paths: list[Path]) -> list[subprocess.CompletedProcess]:
     driver = subprocess.run([sys.executable, __file__, str(results), *map(str, paths)], cwd=cwd,
                             capture_output=True, text=True, timeout=TIMEOUT_S * len(paths))
     assert driver.returncode == 0, driver.stdout[-2000:] + driver.stderr[-2000:]
-    return [subprocess.CompletedProcess([sys.executable, str(path)], ran["returncode"], ran["stdout"], ran["stderr"])
-            for path, ran in zip(paths, json.loads(results.read_text()), strict=True)]
+    return [Ran(**ran) for ran in json.loads(results.read_text())]
 
 
 def _is_poolgrad(name: str) -> bool:
@@ -68,15 +77,16 @@ def _run(script: str) -> dict:
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python script` sets it
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        raised = None
         try:
             runpy.run_path(script, run_name="__main__")
             status = 0
         except SystemExit as e:
             status = _exit_status(e.code)
-        except BaseException:  # an uncaught exception: traceback and status 1, as the interpreter does
+        except BaseException as e:  # an uncaught exception: traceback and status 1, as the interpreter does
             traceback.print_exc()
-            status = 1
-    return {"stdout": out.getvalue(), "stderr": err.getvalue(), "returncode": status}
+            status, raised = 1, type(e).__name__
+    return {"returncode": status, "stdout": out.getvalue(), "stderr": err.getvalue(), "raised": raised}
 
 
 def main(results: str, *scripts: str) -> None:
