@@ -1,8 +1,9 @@
 """How the run is cut into pytest-xdist work units, and in what order they are handed out.
 
 A unit is one batching group (one spec, dtype and shape: one framework call per target) on
-every selected target. So no group is ever split between processes (that would run, and
-compile, it twice), and the reference's results and policy searches of a case are computed
+every selected target, or where a selected target runs several groups as one call
+(Framework.bundles) the groups of one such bundle (``units``). So no group or bundle is ever
+split between processes (that would run, and compile, it twice), and the reference's results and policy searches of a case are computed
 once per run and shared by every target that runs it (the unit's group, poolgrad/suite/call.py,
 computes them on its cases stacked and keeps them while the unit's items, which come case by
 case, are checked). Units are ordered heaviest first by the
