@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(session, config, items):
     state = config.stash[RUN]
     if state.shard is not None:
         items[:] = sharding.select(items, *state.shard)
-    items[:] = scheduling.order(items, state.checks)
+    items[:] = scheduling.order(items, state.checks, state.units())
     state.items = list(items)
 
 

@@ -93,6 +93,10 @@ ARRAY_FIELDS = ("forward", "grad_input", "indices", "tangent_output", "grad_grad
 # The adapter methods a worker can be asked to run, with the arrays each takes after x and
 # grad_output; "run" is required, the AD modes are optional (absent: unsupported).
 METHODS = {"run": (), "jvp": ("tangent",), "double_backward": ("v",)}
+# The method of a variant its framework bundles (Framework.bundles): ``run_bundle(specs,
+# variant, device, xs, grad_outputs)`` is ``run`` of each member (a spec, its x and
+# grad_output) in one call, answering a list of one Outcome per member.
+BUNDLE = "run_bundle"
 
 
 class Adapter:

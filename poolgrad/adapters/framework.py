@@ -133,6 +133,17 @@ class Framework:
     upstream: Upstream | None = None
     # the cases each path keeps out of stacked calls (every other case stacks with its group's)
     unstacked: tuple[Unstacked, ...] = ()
+    # variant -> how many batching groups at most run as one worker call (its adapter's
+    # ``run_bundle``): a compiler's fixed cost per compiled function is paid once for them all.
+    # Such a variant's groups are scheduled in work units of that many (suite/scheduling.py).
+    bundles: dict = dataclasses.field(default_factory=dict)
+    # the stacked calls kept out of bundles, by their cases' properties: where one case fails
+    # its call (a kernel's assert), it would fail every group's in the bundle
+    unbundled: tuple[Unstacked, ...] = ()
+
+    def unbundling(self, variant: str, op: str) -> tuple[Unstacked, ...]:
+        """The declarations that keep some calls of ``op`` out of ``variant``'s bundles."""
+        return tuple(rule for rule in self.unbundled if rule.covers(variant, op))
 
     def unstacking(self, variant: str, op: str) -> tuple[Unstacked, ...]:
         """The declarations that keep some cases of ``op`` out of ``variant``'s stacked calls."""

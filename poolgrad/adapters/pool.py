@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import registry
-from .base import CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, Outcome, Target
+from .base import BUNDLE, CRASH, ERROR, NO_DEVICE, NOT_INSTALLED, OK, TIMEOUT, Outcome, Target
 from .worker import Lost, Worker
 
 START_TIMEOUT_S = 300.0  # spawning plus importing a framework; generous for cold disks
@@ -94,12 +94,8 @@ class WorkerPool:
         one tuple per case (the AD modes' tangent or v, x's shape), stacked like x.
         """
         extras = extras or [()] * len(xs)
-        desc = self.describe(target.framework, target.variant)
-        if desc["status"] != OK:
-            return [Outcome(desc["status"], message=desc["message"]) for _ in xs]
-        if target.device not in desc["devices"]:
-            what = "GPU" if target.device == "gpu" else f"device {target.device!r}"
-            return [Outcome(NO_DEVICE, message=f"no {what} present for {target.framework}") for _ in xs]
+        if (absent := self._absent(target)) is not None:
+            return [Outcome(absent.status, message=absent.message) for _ in xs]
         results: list[Outcome | None] = [None] * len(xs)
         for members in _stackable(xs, gs):
             call = _Call(method, [extras[i] for i in members])
@@ -108,6 +104,36 @@ class WorkerPool:
             for i, outcome in zip(members, outcomes):
                 results[i] = outcome
         return results
+
+    def run_bundle(self, target: Target, members: list[tuple], timeout_s: float) -> list[list[Outcome]]:
+        """run_group's answer for each member, a (spec, xs, gs) of one batching group, the
+        members whose cases stack into one call running as one worker call (base.BUNDLE; a
+        compiled variant compiles one function over them all), with the members' summed
+        timeouts. A member whose cases do not stack, and every member of a bundle call that
+        crashed, raised or timed out, runs as run_group runs it: a failure stays its own group's."""
+        results: list[list[Outcome] | None] = [None] * len(members)
+        joined = [i for i, (_, xs, gs) in enumerate(members) if len(_stackable(xs, gs)) == 1]
+        if len(joined) > 1 and self._absent(target) is None:
+            stacks = [[xs[0] if len(xs) == 1 else np.concatenate(xs) for xs in members[i][1:]] for i in joined]
+            reply, fresh = self._ask(target, [members[i][0] for i in joined], [x for x, _ in stacks],
+                                     [g for _, g in stacks], timeout_s * len(joined), BUNDLE)
+            if isinstance(reply, list) and len(reply) == len(joined):
+                for i, outcome, (x, _) in zip(joined, reply, stacks):
+                    if outcome.status not in (CRASH, ERROR, TIMEOUT):
+                        outcome.info.update(fresh_worker=fresh, call_shape=list(x.shape), bundle=len(joined))
+                        results[i] = outcome.split([len(x) for x in members[i][1]])
+        return [self.run_group(target, *members[i], timeout_s) if r is None else r for i, r in enumerate(results)]
+
+    def _absent(self, target: Target) -> Outcome | None:
+        """Why ``target`` cannot run here (its framework not installed or not starting, no such
+        device), or None."""
+        desc = self.describe(target.framework, target.variant)
+        if desc["status"] != OK:
+            return Outcome(desc["status"], message=desc["message"])
+        if target.device not in desc["devices"]:
+            what = "GPU" if target.device == "gpu" else f"device {target.device!r}"
+            return Outcome(NO_DEVICE, message=f"no {what} present for {target.framework}")
+        return None
 
     def _run_stacked(self, target, spec, xs, gs, timeout_s, call) -> list[Outcome]:
         x, g = (xs[0], gs[0]) if len(xs) == 1 else (np.concatenate(xs), np.concatenate(gs))
@@ -150,19 +176,24 @@ class WorkerPool:
         return outcome
 
     def _call(self, target, spec, x, g, timeout_s, method="run", extra=()) -> Outcome:
-        worker = self._workers[registry.get(target.framework).worker(target.variant).name]
-        fresh = not worker.alive or worker.served == 0  # whatever state it is in is this call's
-        try:
-            if not worker.alive:
-                worker.start(self.start_timeout_s)
-            outcome = worker.run(spec, target.variant, target.device, x, g, timeout_s, method, extra)
-        except Lost as lost:
-            outcome = Outcome(lost.status, message=lost.message)
+        outcome, fresh = self._ask(target, spec, x, g, timeout_s, method, extra)
         outcome.info["fresh_worker"] = fresh
         # Kernels can be chosen by size (XLA CPU's 3-D max pooling stops propagating NaN in
         # the forward once the call is large enough), so each result says what call it came from.
         outcome.info["call_shape"] = list(x.shape)
         return outcome
+
+    def _ask(self, target, spec, x, g, timeout_s, method, extra=()) -> tuple[Outcome | list[Outcome], bool]:
+        """The worker's reply (CRASH or TIMEOUT where the worker was lost), and whether the
+        worker was fresh: whatever state it is in is then this call's."""
+        worker = self._workers[registry.get(target.framework).worker(target.variant).name]
+        fresh = not worker.alive or worker.served == 0
+        try:
+            if not worker.alive:
+                worker.start(self.start_timeout_s)
+            return worker.run(spec, target.variant, target.device, x, g, timeout_s, method, extra), fresh
+        except Lost as lost:
+            return Outcome(lost.status, message=lost.message), fresh
 
     def _start(self, spec: registry.WorkerSpec) -> dict:
         if spec.name not in self._workers:

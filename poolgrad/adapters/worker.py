@@ -15,7 +15,8 @@ arrays, ml_dtypes bfloat16 included, survive the trip unchanged.
 
 Protocol: the child first sends ("ready", description) or ("failed", message); then for each
 request tuple (method, spec, variant, device, x, grad_output, *extra) it sends one Outcome of
-``adapter.<method>`` (base.METHODS). End of the connection tells it to exit.
+``adapter.<method>`` (base.METHODS), or a list of them for base.BUNDLE (spec, x and grad_output
+lists of the members'). End of the connection tells it to exit.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import os
 import sys
 from multiprocessing import reduction
 
-from .base import ERROR, METHODS, OK, UNSUPPORTED, Outcome
+from .base import BUNDLE, ERROR, METHODS, OK, UNSUPPORTED, Outcome
 
 
 def _log_to(log_path: str) -> None:
@@ -85,8 +85,8 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def _run(adapter, method, spec, variant, device, x, grad_output, *extra) -> Outcome:
-    fn = getattr(adapter, method, None) if method in METHODS else None
+def _run(adapter, method, spec, variant, device, x, grad_output, *extra) -> Outcome | list[Outcome]:
+    fn = getattr(adapter, method, None) if method in METHODS or method == BUNDLE else None
     if fn is None:
         return Outcome(UNSUPPORTED, message=f"the {adapter.framework} adapter has no {method}")
     try:
@@ -95,7 +95,7 @@ def _run(adapter, method, spec, variant, device, x, grad_output, *extra) -> Outc
         return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
 
 
-def _reply(conn, outcome: Outcome) -> None:
+def _reply(conn, outcome: Outcome | list[Outcome]) -> None:
     try:
         conn.send(outcome)
     except Exception as e:  # pickling fails before anything is written, so the pipe stays in step

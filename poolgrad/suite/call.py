@@ -149,18 +149,30 @@ class FrameworkCall:
         own = self.group.properties(case) if any(c is case for c in self.cases) else frozenset()
         return frozenset(p for p, n in self._counts.items() if n > (p in own))
 
-    def calls(self) -> list[FrameworkCall]:
-        """The calls the target makes of these cases: one of the cases its path stacks, and one
-        of its own for each case with a property its framework keeps out of stacks
-        (Framework.unstacked), in the order met."""
+    def parts(self) -> tuple[FrameworkCall | None, list[FrameworkCall]]:
+        """The calls the target makes of these cases: one of the cases its path stacks (None
+        where there are none), and one of its own for each case with a property its framework
+        keeps out of stacks (Framework.unstacked), in the order met. Only the first may share
+        a worker call with other groups' (Framework.bundles): the others are kept alone for
+        writes outside their planes."""
         fw = registry.FRAMEWORKS.get(self.target.framework)
         rules = fw.unstacking(self.target.variant, op_name(self.cases[0])) if fw and len(self.cases) > 1 else ()
         alone = [c for c in self.cases if rules and any(r.holds(self.group.properties(c)) for r in rules)]
         if not alone:
-            return [self]
+            return self, []
         together = tuple(c for c in self.cases if not any(c is a for a in alone))
-        return ([dataclasses.replace(self, cases=together)] if together else []) + [
-            dataclasses.replace(self, cases=(c,)) for c in alone]
+        return (dataclasses.replace(self, cases=together) if together else None,
+                [dataclasses.replace(self, cases=(c,)) for c in alone])
+
+    def bundles(self) -> bool:
+        """Whether the call may share a worker call with other groups' (Framework.bundles): its
+        target bundles, it has planes (an empty batch meets the framework in a call of its own)
+        and none of its cases has properties its framework keeps out of bundles."""
+        fw = registry.FRAMEWORKS.get(self.target.framework)
+        if bundle_size(self.target) < 2 or not any(len(c.input) for c in self.cases):
+            return False
+        rules = fw.unbundling(self.target.variant, op_name(self.cases[0]))
+        return not any(r.holds(self.group.properties(c)) for r in rules for c in self.cases)
 
     def sample(self):
         """The case of a stack that is also run alone (``differs_alone``): the same in every
@@ -174,6 +186,13 @@ class FrameworkCall:
         kernel choice, and no other case's values take part."""
         planes = sum(len(c.input) for c in self.cases)
         return tuple(np.resize(a, (planes, *a.shape[1:])) for a in (case.input, case.grad_output))
+
+
+def bundle_size(target: Target) -> int:
+    """How many batching groups at most ``target`` runs as one worker call (its framework's
+    ``bundles``); 1: each its own."""
+    fw = registry.FRAMEWORKS.get(target.framework)
+    return fw.bundles.get(target.variant, 1) if fw else 1
 
 
 def differs_alone(stacked: Outcome, alone: Outcome, reference) -> str:

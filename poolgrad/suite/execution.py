@@ -50,9 +50,10 @@ class Execution:
             self._pool = WorkerPool(env={**ONE_THREAD_ENV, **shared_gpu_env(), **compile_cache_env(cache)})
             self._runner = GroupRunner(self._pool, timeout_s=config.getoption("case_timeout"),
                                        repeat=config.getoption("repeat"), groups=self._groups)
+            units = self.run.units()
             for case, target in filter(None, map(case_and_target, self.run.items)):
                 for c in self.run.checks(case):
-                    self._runner.register(c, target)
+                    self._runner.register(c, target, units.get(case.id))
         return self._runner
 
     def describe(self, framework: str) -> dict:

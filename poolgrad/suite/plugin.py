@@ -202,6 +202,6 @@ class XdistHooks:
         if config.option.dist == "loadgroup":
             from . import scheduling
             # The catalogue is loaded when the first collection arrives, not before the workers start.
-            return scheduling.UnitScheduling(config, log, units=lambda: scheduling.units(self.run.tests()),
+            return scheduling.UnitScheduling(config, log, units=self.run.units,
                                              targets=[t.id for t in self.run.targets])
         return None

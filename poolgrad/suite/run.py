@@ -33,6 +33,7 @@ class Run:
         self._tests: list | None = None
         self._draws: dict = {}
         self._unsupported: dict[tuple, str | None] = {}
+        self._units: dict[str, str] | None = None
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
 
@@ -78,6 +79,13 @@ class Run:
         if key not in self._unsupported:
             self._unsupported[key] = registry.unsupported(target, spec, shape)
         return self._unsupported[key]
+
+    def units(self) -> dict[str, str]:
+        """Test case id -> its work unit (suite/scheduling.py, units), the same in every process."""
+        if self._units is None:
+            from .scheduling import units
+            self._units = units(self.tests(), self.targets, self.unsupported)
+        return self._units
 
     def runs(self, case, target) -> bool:
         return self.unsupported(target, case.spec, case.input.shape) is None

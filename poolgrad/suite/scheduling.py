@@ -1,8 +1,9 @@
 """How the run is cut into pytest-xdist work units, and in what order they are handed out.
 
 A unit is one batching group (one spec, dtype and shape: one framework call per target) on
-every selected target. So no group is ever split between processes (that would run, and
-compile, it twice), and the reference's results and policy searches of a case are computed
+every selected target, or where a selected target runs several groups as one call
+(Framework.bundles) the groups of one such bundle (``units``). So no group or bundle is ever
+split between processes (that would run, and compile, it twice), and the reference's results and policy searches of a case are computed
 once per run and shared by every target that runs it (the unit's group, poolgrad/suite/call.py,
 computes them on its cases stacked and keeps them while the unit's items, which come case by
 case, are checked). Units are ordered heaviest first by the
@@ -22,6 +23,7 @@ from xdist.scheduler import LoadGroupScheduling
 from poolgrad.adapters import registry
 from poolgrad.cases.ids import geometry_tag
 
+from .call import bundle_size
 from .check import op_name
 from .runner import case_and_target
 
@@ -33,9 +35,24 @@ def _costs() -> dict:
     return tomllib.loads(COSTS_PATH.read_text())
 
 
-def units(cases) -> dict[str, str]:
-    """case id -> the name of its work unit."""
-    return {case.id: unit_name(case) for case in cases}
+def units(cases, targets=(), unsupported=lambda target, spec, shape: None) -> dict[str, str]:
+    """case id -> the name of its work unit: its batching group's (unit_name), except where a
+    target of ``targets`` runs several groups as one worker call (Framework.bundles): the groups
+    such a target runs (``unsupported``: Run.unsupported) are cut, sorted by name, into bundles
+    of that many, one unit each (``max_pool2d-k2s2-float16-c2+7``: the first and how many
+    follow), so no bundle is split between processes. The same in every process."""
+    names = {case.id: unit_name(case) for case in cases}
+    sizes = [(t, n) for t in sorted(set(targets)) if (n := bundle_size(t)) > 1]
+    if not sizes:
+        return names
+    size = min(n for _, n in sizes)
+    joined = sorted({names[c.id] for c in cases
+                     if any(unsupported(t, c.spec, c.input.shape) is None for t, _ in sizes)})
+    bundle = {}
+    for start in range(0, len(joined), size):
+        chunk = joined[start:start + size]
+        bundle.update(dict.fromkeys(chunk, chunk[0] if len(chunk) == 1 else f"{chunk[0]}+{len(chunk) - 1}"))
+    return {case_id: bundle.get(name, name) for case_id, name in names.items()}
 
 
 def unit_name(case) -> str:
@@ -51,7 +68,8 @@ def unit_name(case) -> str:
 
 def unit_cost(targets, cases) -> float:
     """Seconds a unit takes: per item checked, plus per framework call (compilation) of each
-    target."""
+    target; a target that bundles groups (Framework.bundles) makes one call of the unit's, each
+    group costing its record's cost per bundled group."""
     costs = _costs()
     # Summed in a fixed order: a set's order follows string hashes, which differ between xdist
     # workers, and float sums in another order can differ in the last bit (and reorder units).
@@ -68,10 +86,11 @@ def _group_cost(target, default: float) -> float:
         return default
 
 
-def order(items: list, checks=lambda case: (case,)) -> list:
+def order(items: list, checks=lambda case: (case,), names=None) -> list:
     """Conformance items regrouped unit by unit, heaviest unit first, case by case within a
     unit, then all other tests in their collected order. Deterministic, so every xdist worker
-    collects the same list. ``checks(case)``: the cases an item of ``case`` checks (Run.checks)."""
+    collects the same list. ``checks(case)``: the cases an item of ``case`` checks (Run.checks);
+    ``names``: case id -> unit (``units``), by default each case's batching group."""
     units: dict[str, list] = {}
     rest = []
     for item in items:
@@ -79,7 +98,8 @@ def order(items: list, checks=lambda case: (case,)) -> list:
         if params is None:
             rest.append(item)
         else:
-            units.setdefault(unit_name(params[0]), []).append(item)
+            case = params[0]
+            units.setdefault(names[case.id] if names else unit_name(case), []).append(item)
 
     def cost(name):
         params = [case_and_target(i) for i in units[name]]

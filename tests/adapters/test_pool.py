@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from poolgrad.adapters import registry
-from poolgrad.adapters.base import OK, Target
+from poolgrad.adapters.base import ERROR, OK, Target
+from poolgrad.adapters.fake_adapter import RAISE
 from poolgrad.adapters.pool import SHARED_GPU_ENV, WorkerPool, shared_gpu_env
 from fake_frameworks import SPEC, case, fake, fake_pool
-from poolgrad.reference import backward, forward
+from poolgrad.reference import PoolSpec, backward, forward
 
 CPU = Target("fake", "compiled", "cpu")
 
@@ -51,6 +52,41 @@ def test_cases_of_different_shapes_or_dtypes_get_separate_calls_in_order(pool):
     assert outcomes[0].info["calls"] == outcomes[3].info["calls"]
     assert [o.forward.shape for o in outcomes] == [(1, 2, 2, 2), (1, 2, 2, 2), (1, 2, 3, 3), (1, 2, 2, 2)]
     assert outcomes[1].forward.dtype == np.float16
+
+
+WIDE = PoolSpec.from_dict({"op": "avg_pool2d", "kernel_size": 3, "stride": 1})
+
+
+def _bundle(cases_of_groups):
+    return [(spec, [x for x, _ in cases], [g for _, g in cases]) for spec, cases in cases_of_groups]
+
+
+def test_a_bundle_is_one_call_whose_members_get_what_they_get_alone(pool):
+    members = _bundle([(SPEC, [case(20), case(21, n=2)]), (WIDE, [case(22)]), (SPEC, [case(23, dtype=np.float16)])])
+    bundled = pool.run_bundle(CPU, members, 20.0)
+    alone = [pool.run_group(CPU, *member, 20.0) for member in members]
+    assert len({o.info["calls"] for outcomes in bundled for o in outcomes}) == 1
+    for (spec, xs, _), got, expected in zip(members, bundled, alone):
+        assert [o.info["call_shape"] for o in got] == [o.info["call_shape"] for o in expected]
+        assert {o.info["bundle"] for o in got} == {3}
+        for g, e in zip(got, expected):
+            assert g.status == e.status == OK
+            for name in ("forward", "grad_input"):
+                assert getattr(g, name).dtype == getattr(e, name).dtype
+                assert getattr(g, name).tobytes() == getattr(e, name).tobytes()
+
+
+def test_a_member_that_fails_the_bundle_fails_alone_and_the_others_run_by_themselves(pool):
+    members = _bundle([(SPEC, [case(24), case(25)]), (SPEC, [case(26, sentinel=RAISE), case(27)]), (WIDE, [case(28)])])
+    bundled = pool.run_bundle(CPU, members, 20.0)
+    statuses = [[o.status for o in outcomes] for outcomes in bundled]
+    assert statuses == [[OK, OK], [ERROR, OK], [OK]]  # the stack's own fallback: case by case
+    assert "sentinel" in bundled[1][0].message
+    for (spec, xs, gs), outcomes in zip(members, bundled):
+        assert not any("bundle" in o.info for o in outcomes)
+        for x, g, o in zip(xs, gs, outcomes):
+            if o.ran:
+                np.testing.assert_array_equal(o.grad_input, backward(spec, x, g))
 
 
 def test_bfloat16_survives_the_trip_bit_for_bit(pool):

@@ -136,6 +136,30 @@ def test_compile_reuses_its_cache_for_the_same_spec():
     assert other.info["compiles"] > again.info["compiles"]
 
 
+def test_a_compile_bundle_gives_each_member_its_bits_alone_from_one_compilation():
+    """run_bundle: each member's arrays are those it gets in a call of its own, bit for bit; a
+    member with no call (refused by torch, not expressible) gets run's answer without joining;
+    a second call of the same shapes reuses the bundle's compiled function."""
+    specs = [PoolSpec.from_dict(d) for d in (SPECS["max_pool_ceil"], SPECS["avg_pool"], REFUSED[1][0],
+                                             {"op": "max_pool", "kernel_size": 3, "padding": [[0, 1]]})]
+    xs = [distinct_input(2, "float32", seed=9), distinct_input(1, "bfloat16", seed=10), distinct_input(1, "float32"),
+          distinct_input(1, "float32")]
+    gs = [probe_grad(specs[0], xs[0]), probe_grad(specs[1], xs[1]), np.ones((2, 3, 1), np.float32), np.ones((2, 3, 1), np.float32)]
+    bundled = ADAPTER.run_bundle(specs, "compile", "cpu", xs, gs)
+    alone = [ADAPTER.run(*member[:1], "compile", "cpu", *member[1:]) for member in zip(specs, xs, gs)]
+    assert [o.status for o in bundled] == [o.status for o in alone] == [OK, OK, UNSUPPORTED, UNSUPPORTED]
+    for b, a in zip(bundled, alone):
+        assert b.message == a.message
+        for name in ("forward", "grad_input"):
+            assert (getattr(b, name) is None) == (getattr(a, name) is None)
+            if getattr(a, name) is not None:
+                assert getattr(b, name).dtype == getattr(a, name).dtype
+                assert getattr(b, name).tobytes() == getattr(a, name).tobytes()
+    again = ADAPTER.run_bundle(specs, "compile", "cpu", [xs[0] * 2, *xs[1:]], gs)
+    assert again[0].info["compiles"] == alone[1].info["compiles"]
+    np.testing.assert_array_equal(again[0].forward, bundled[0].forward * 2)
+
+
 NOT_EXPRESSIBLE = [
     ({"op": "max_pool", "kernel_size": 3, "padding": [[0, 1]]}, 1, "asymmetric"),
     ({"op": "avg_pool", "kernel_size": 2, "stride": 1, "padding": "SAME"}, 2, "SAME"),

@@ -26,11 +26,11 @@ RULE = Unstacked(("mask",), ("max_pool*",), ("no_finite_window", "nan"))  # both
 def test_a_declared_case_runs_alone_and_the_others_stack(monkeypatch):
     monkeypatch.setitem(registry.FRAMEWORKS, "fw", Framework("fw", "m", "m", (), ("mask", "plain"), unstacked=(RULE,)))
     cases = (FINE, NAN_WRITER, WRITER, OTHER)
-    calls = FrameworkCall(Target("fw", "mask", "cpu"), cases, Group(cases)).calls()
-    assert [c.cases for c in calls] == [(FINE, WRITER, OTHER), (NAN_WRITER,)]
-    assert {id(c.group) for c in calls} == {id(calls[0].group)}  # one group: its reference work is shared
+    together, alone = FrameworkCall(Target("fw", "mask", "cpu"), cases, Group(cases)).parts()
+    assert (together.cases, [c.cases for c in alone]) == ((FINE, WRITER, OTHER), [(NAN_WRITER,)])
+    assert {id(c.group) for c in alone} == {id(together.group)}  # one group: its reference work is shared
     plain = FrameworkCall(Target("fw", "plain", "cpu"), cases, Group(cases))
-    assert plain.calls() == [plain]
+    assert plain.parts() == (plain, [])
 
 
 def test_a_misspelt_property_is_refused():

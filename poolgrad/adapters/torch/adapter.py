@@ -195,6 +195,61 @@ class TorchAdapter(ModeMethods):
             return Outcome(UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR,
                            message=f"{type(e).__name__}: {e}")
 
+    def run_bundle(self, specs, variant, device, xs, grad_outputs) -> list[Outcome]:
+        """``run`` of each member (base.BUNDLE), the compile variant's members in one compiled
+        function: each member's pooling on its own input, one backward over all their outputs, as
+        a model with several pooling layers compiles. A member that has no call (Unsupported,
+        refused by torch's argument checks) gets its own outcome without joining; where the
+        compiled function fails, every member that joined it gets the ERROR, and the pool runs
+        each of them alone (pool.py, run_bundle)."""
+        if variant != "compile":
+            raise ValueError(f"torch bundles the compile variant only, not {variant!r}")
+        outcomes: list[Outcome | None] = [None] * len(specs)
+        joined = []
+        for i, (spec, x) in enumerate(zip(specs, xs)):
+            outcome = self._bundle_member(spec, device, x)
+            if isinstance(outcome, Outcome):
+                outcomes[i] = outcome
+            else:
+                joined.append((i, spec.op, x.ndim - 2, outcome))
+        if not joined:
+            return outcomes
+        dev = "cuda" if device == "gpu" else "cpu"
+        key = ("bundle", dev, *((op, rank, _hashable(kw), xs[i].shape, xs[i].dtype.str) for i, op, rank, kw in joined))
+        try:
+            if key not in self._compiled:
+                torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
+                pools = [_functional(op, rank, kw) for _, op, rank, kw in joined]
+
+                def many(*tensors):
+                    return [pool(t) for pool, t in zip(pools, tensors)]
+                self._compiled[key] = torch.compile(_fresh_code(many), dynamic=False)
+            inputs = [to_torch(xs[i], dev).requires_grad_(True) for i, *_ in joined]
+            ys = self._compiled[key](*inputs)
+            torch.autograd.backward(ys, [to_torch(grad_outputs[i], dev) for i, *_ in joined])
+        except Exception as e:  # the whole compiled function's: the pool reruns each member alone
+            for i, *_ in joined:
+                outcomes[i] = Outcome(ERROR, message=f"{type(e).__name__}: {e}")
+            return outcomes
+        info = {"device_name": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",
+                "compiles": dynamo_counters["stats"]["unique_graphs"]}
+        for (i, *_), y, t in zip(joined, ys, inputs):
+            outcomes[i] = Outcome(OK, info=dict(info), forward=to_numpy(y), grad_input=to_numpy(t.grad))
+        return outcomes
+
+    def _bundle_member(self, spec, device, x) -> Outcome | dict:
+        """The compile variant's plan of a bundle's member, or its own outcome where it has no
+        call (as ``run`` answers it)."""
+        if device == "gpu" and not torch.cuda.is_available():
+            return Outcome(NO_DEVICE, message="no CUDA device present")
+        kw = plan(spec, "compile", x.shape)
+        if isinstance(kw, Unsupported):
+            return Outcome(UNSUPPORTED, message=kw.reason)
+        refusal = _refusal(spec.op, x.ndim - 2, kw, "compile", x)
+        if refusal is not None:
+            return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
+        return kw
+
     def _callable(self, op, rank, kw, variant, x, dev, mode):
         """tensors -> the mode's arrays. For compile, torch.compile compiles the pooling call,
         or for jvp the whole mode (torch.func transforms trace into one graph); reverse and
