@@ -107,7 +107,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     # The reference's results are the case's, whatever the target did (written once per case).
     v.expected_forward, v.expected_grad_input = ref.expected_forward, ref.expected_grad_input
     record = _record(case, call.group.fields(case), target, version, first, v, j, message, duration_s,
-                     sorted(others - properties), impact)
+                     sorted(others - properties), impact, ref)
     if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
         record["mode"] = mode
         record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
@@ -164,15 +164,18 @@ def headline(text: str, limit: int = 240) -> str:
     return head if len(head) <= limit else head[:limit - 1] + "…"
 
 
-def _arr(a, expected=None, encoded=None) -> list | None:
+def _arr(a, expected=None, encoded=None, ref=None) -> list | None:
     """A framework's array, sharing the case's encoding ``encoded`` of ``expected`` where the
-    bits are the same (the record then names it as the reference's)."""
+    bits are the same (the record then names it as the reference's), and otherwise the
+    encoding of the same bits by another target of the case (``ref``, its CaseReference)."""
     if a is None:
         return None
-    if (expected is not None and a.dtype == expected.dtype and a.shape == expected.shape
-            and a.tobytes() == expected.tobytes()):
+    raw = a.tobytes()
+    if expected is not None and a.dtype == expected.dtype and a.shape == expected.shape and raw == expected.tobytes():
         return encoded
-    return encode_array(a)
+    if ref is None:
+        return encode_array(a)
+    return ref.derived(("encoded", a.dtype, a.shape, raw), lambda: encode_array(a))
 
 
 def case_fields(case) -> dict:
@@ -181,7 +184,7 @@ def case_fields(case) -> dict:
 
 
 def _record(case, fields, target, version, outcome, v, j: Judgement, message, duration_s, call_properties,
-            impact) -> dict:
+            impact, ref) -> dict:
     # The verdict's fields a record takes (its expected arrays are the case's, encoded once).
     vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
                                                   "max_ulp_error", "differing_cells")}
@@ -205,8 +208,8 @@ def _record(case, fields, target, version, outcome, v, j: Judgement, message, du
         # results by whether the race is still claimed, not bit for bit: reports/diff.py)
         "races": [f.id for f in j.in_scope if f.verdict == "nondeterministic"],
         "outcome": j.outcome,
-        "forward": _arr(outcome.forward, v.expected_forward, fields["expected_forward"]),
-        "grad_input": _arr(outcome.grad_input, v.expected_grad_input, fields["expected_grad_input"]),
+        "forward": _arr(outcome.forward, v.expected_forward, fields["expected_forward"], ref),
+        "grad_input": _arr(outcome.grad_input, v.expected_grad_input, fields["expected_grad_input"], ref),
         "indices": _arr(outcome.indices),
         "call_shape": outcome.info.get("call_shape"),
         "call_properties": call_properties,

@@ -24,6 +24,10 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
+from poolgrad.reference.accumulate import F64, scatter_taps
+from poolgrad.reference.dtypes import round_to
+from poolgrad.reference.taps import plan_for
+
 from .compare import as_f64, same_bits, ulp_of
 
 ANY_ORDER = "any"  # the accumulate value a verdict's policy names for sums in another order
@@ -35,21 +39,44 @@ def routes_as(case, policy, grad_input) -> bool:
     want = case.result(policy).grad_input
     if np.shape(grad_input) != want.shape:
         return False
+    split, every_tap = policy.tie == "split", policy.padding is not None
+    # Most of the answer depends on the arrays alone, and many candidates of the policy search
+    # give the same gradient on a case: it is found once per pair of arrays.
+    key = ("routes", grad_input.dtype, grad_input.tobytes(), want.tobytes(), split, every_tap, policy.accumulate is None)
+    alone = case.derived(key, lambda: _decided_by_arrays(case, grad_input, want, split, every_tap, policy.accumulate))
+    if alone is not None:
+        return alone
+    differ = ~same_bits(grad_input, want)
+    count, size = case.derived(("routed", policy), lambda: _routed(case, policy))
+    return _within(case, split, count[differ], size[differ], grad_input[differ], want[differ])
+
+
+def _decided_by_arrays(case, grad_input, want, split: bool, every_tap: bool, accumulate) -> bool | None:
+    """routes_as where the arrays decide it: True where they are the same bits, False where the
+    policy claims an order or the elements that differ are off by more than every contribution
+    the windows could route there allows (the policy's own bound is no larger); None where the
+    policy's routing decides."""
     exact = same_bits(grad_input, want)
     if exact.all():
         return True
-    if policy.accumulate is not None:
+    if accumulate is not None:
         return False
-    count, size = case.derived(("routed", policy), lambda: _routed(case, policy))
+    differ = ~exact
+    reads, reach = case.derived(("reach", every_tap), lambda: _reach(case, every_tap))
+    return None if _within(case, split, reads[differ], reach[differ], grad_input[differ], want[differ]) else False
+
+
+def _within(case, split: bool, count, size, got, want) -> bool:
+    """Whether each of ``got`` lies within the bound of any order of additions of ``want``'s
+    ``count`` contributions whose sizes sum to ``size``. The bound grows with ``count`` and
+    ``size`` (every operation rounds monotonically), so larger ones only admit more."""
     # A split window's share g / k is itself a rounded term where a kernel computes it in the
     # dtype (g * (1 / k), the reciprocal rounded first): one more rounding per contribution.
-    split = policy.tie == "split"
     terms = count if split else np.maximum(count - 1, 0)
     bound = terms * float(ml_dtypes.finfo(case.x.dtype).eps) * size + ulp_of(want, case.x.dtype)
-    a, e = as_f64(grad_input), as_f64(want)
+    a, e = as_f64(got), as_f64(want)
     with np.errstate(invalid="ignore"):
-        close = (count > (0 if split else 1)) & np.isfinite(a) & np.isfinite(e) & (np.abs(a - e) <= bound)
-    return bool((exact | close).all())
+        return bool(((count > (0 if split else 1)) & np.isfinite(a) & np.isfinite(e) & (np.abs(a - e) <= bound)).all())
 
 
 def _routed(case, policy) -> tuple[np.ndarray, np.ndarray]:
@@ -61,3 +88,18 @@ def _routed(case, policy) -> tuple[np.ndarray, np.ndarray]:
     counting = dataclasses.replace(policy, tie="all") if policy.tie == "split" else policy
     count = as_f64(counting.evaluate(case.spec, case.x, np.ones_like(g)).grad_input)
     return count, size
+
+
+def _reach(case, every_tap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per input element, what no policy's routing exceeds: the windows that read it and the
+    sum of their gradients' sizes in the dtype, widened by a quarter for a sum added in another
+    order. ``every_tap``: each window read at all of its taps that lie in the input, its
+    region's or not (a policy with padding takes every tap as a candidate)."""
+    plan = plan_for(case.spec, case.x.shape)
+    shape = plan.pad(case.x).shape
+    g = np.abs(np.asarray(case.grad_output).astype(case.x.dtype).astype(np.float64))
+
+    def routed(value):
+        per_tap = [value if every_tap or valid is None else np.where(valid, value, 0.0) for _, valid in plan.taps]
+        return as_f64(round_to(plan.unpad(scatter_taps(plan, shape, per_tap, F64)), case.x.dtype))
+    return routed(np.ones_like(g)), routed(g) * 1.25

@@ -13,6 +13,8 @@ VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_ind
 
 def json_value(v):
     """Arrays to nested lists, with NaN and +-inf (and -0.0) as the case-file strings."""
+    if v is None or type(v) in (int, str, bool):  # most of a verdict's values (its cells' indices)
+        return v
     if isinstance(v, np.ndarray):
         return encode_array(v)
     if isinstance(v, (list, tuple)):

@@ -9,9 +9,10 @@ import pytest
 from poolgrad import reference
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
+from poolgrad.reference.dtypes import round_to
 from poolgrad.verdicts import Policy, classify
 from poolgrad.verdicts.case import CaseReference
-from poolgrad.verdicts.sums import routes_as
+from poolgrad.verdicts.sums import _reach, _routed, routes_as
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "dtype": "float32"})
 
@@ -123,3 +124,32 @@ def test_a_split_share_rounded_before_its_sum_routes_as_split_and_a_moved_share_
     moved = shares.copy()
     moved[0, 0, 2], moved[0, 0, 3] = 0, moved[0, 0, 3] + moved[0, 0, 2]   # a share into the next window
     assert not routes_as(case, Policy(tie="split"), moved)
+
+
+@pytest.mark.parametrize("fields, shape, dtype", [
+    ({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (1, 2, 6, 5), "float16"),
+    ({"op": "max_pool1d", "kernel_size": 3, "stride": 1, "dilation": 2}, (1, 2, 9), "bfloat16"),
+    ({"op": "adaptive_max_pool2d", "output_size": [3, 2]}, (1, 2, 7, 5), "float64"),
+    ({"op": "fractional_max_pool2d", "regions": [[[0, 3], [2, 5]], [[0, 2], [1, 4]]]}, (1, 2, 5, 4), "float16"),
+    ({"op": "segment_max_pool", "num_segments": 3, "segment_ids": [0, 0, 2, 2, 2, 0]}, (2, 2, 6), "bfloat16"),
+    ({"op": "roi_pool", "boxes": [[0, 0, 0, 4, 3], [0, 1, 1, 3, 3]], "output_size": 2}, (1, 2, 5, 5), "float64"),
+])
+def test_no_policy_routes_more_than_the_windows_that_read_an_element(fields, shape, dtype):
+    """routes_as rejects a policy where the elements that differ are off by more than every
+    window reading them could round to (sums._reach), before evaluating the policy's own
+    routing: sound only if no candidate routes more contributions, or larger ones, anywhere
+    (each base rule alone and with each modifier: a policy's routing is theirs composed)."""
+    spec = PoolSpec.from_dict({**fields, "dtype": dtype})
+    rng = np.random.default_rng(7)
+    # ties, signed zeros, a NaN, a -inf and a subnormal: every modifier is a candidate
+    x = rng.integers(-2, 3, shape).astype(np.float64)
+    x.flat[[0, 3, 5, 7]] = [np.nan, -0.0, -np.inf, 1e-40 if dtype == "float64" else 1e-7]
+    x = round_to(x, np.dtype(dtype))
+    g = round_to(rng.standard_normal(reference.output_shape(spec, shape)) * 1e3, np.dtype(dtype))
+    case = CaseReference(spec, x, g)
+    policies = [p for p in case.candidates() if p.complexity <= 1]
+    assert len(policies) > 20
+    for policy in policies:
+        reads, reach = _reach(case, policy.padding is not None)
+        count, size = _routed(case, policy)
+        assert (count <= reads).all() and (size <= reach).all(), policy
