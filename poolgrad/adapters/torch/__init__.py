@@ -166,6 +166,8 @@ def _sample_for(starts: list[int], length: int, kernel: int, dtype) -> float | N
     crossings tries every sequence the formula can give."""
     out = len(starts)
     t = _SAMPLE_DTYPES[dtype]
+    if np.dtype(t).itemsize == 2:
+        return _sample_among_all(starts, length, kernel, t)
     alpha = (length - kernel) / (out - 1) if out > 1 else 0.0
     cuts = sorted({m / alpha - i for i in range(out - 1) for m in range(int(i * alpha), int((i + 1) * alpha) + 2)
                    if 0 <= m / alpha - i < 1} | {0.0}) if alpha else [0.0]
@@ -175,6 +177,25 @@ def _sample_for(starts: list[int], length: int, kernel: int, dtype) -> float | N
             if 0 <= float(u) < 1 and torch_intervals(u, length, out, kernel, dtype) == starts:
                 return float(u)
     return None
+
+
+def _sample_among_all(starts: list[int], length: int, kernel: int, t) -> float | None:
+    """_sample_for in a 16-bit dtype: every one of its values in [0, 1) is tried (vectorized, each
+    operation rounded to it as torch_intervals rounds it). Its rounding of i + u can move a start
+    where exact arithmetic crosses no integer (bfloat16: 8 + 0.96875 is 9), so crossings miss some."""
+    u = np.arange(1 << 16, dtype=np.uint16).view(t)
+    with np.errstate(invalid="ignore"):
+        value = u.astype(np.float64)
+    u = u[(value >= 0) & (value < 1)]  # NaNs compare false
+    out = len(starts)
+    match = np.ones(len(u), bool)
+    if out > 1:
+        alpha = t(t(length - kernel) / t(out - 1))
+        first = (u * alpha).astype(t).astype(np.int64)
+        for i, start in enumerate(starts[:-1]):
+            match &= (((t(i) + u).astype(t) * alpha).astype(t).astype(np.int64) - first) == start
+    found = [float(v) for v in u[match][:1] if torch_intervals(v, length, out, kernel, np.dtype(t).name) == starts]
+    return found[0] if found else None
 
 
 def fractional_samples(spec, shape) -> tuple[tuple[int, ...], tuple[float, ...]] | Unsupported:
