@@ -8,12 +8,17 @@ the caller's; where it gives none, every framework is at VERSION.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from poolgrad.adapters import registry
 from poolgrad.reference import PoolSpec, backward, forward
 from poolgrad.reference.dtypes import DTYPES
 
+from . import reproducer
 from .records import encode_array
 from .schema import SCHEMA
 
@@ -73,3 +78,21 @@ def tie_case(dtype: str = "float32"):
     x = np.array([[[[1, 3, 3], [3, 0, 2], [1, 1, -0.0]]]], dtype=DTYPES[dtype])
     g = np.array([[[[1, 2], [4, 8]]]], dtype=DTYPES[dtype])
     return {"op": "max_pool2d", "kernel_size": 2, "stride": 1, "dtype": dtype}, x, g
+
+
+def direct_tie(adapter, framework: str, variant: str) -> dict:
+    """The record of what ``adapter`` itself computes for tie_case (float32, cpu) on ``variant``:
+    a plugin's reproducer test checks that the script reprints exactly this gradient."""
+    spec, x, g = tie_case("float32")
+    out = adapter.run(PoolSpec.from_dict(spec), variant, "cpu", x, g)
+    return result(f"tie-{variant}", "ties_overlap", spec, x, g, framework=framework, variant=variant,
+                  run_id="direct", grad_input=out.grad_input, version=adapter.version())
+
+
+def reprinted(rec: dict, directory: Path) -> tuple[dict, str]:
+    """(what the record's reproducer script prints, its stderr), the script run as a user runs it:
+    ``python repro.py`` in ``directory``."""
+    path = Path(directory) / "repro.py"
+    path.write_text(reproducer.script(rec))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=directory)
+    return reproducer.read_output(done.stdout), done.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +11,7 @@ import pytest
 import poolgrad_paddle
 from poolgrad.cases.case_file import load_case_file
 from poolgrad.knowledge import sources
-from poolgrad.reference import PoolSpec
-from poolgrad.reports import reproducer, synthetic
+from poolgrad.reports import synthetic
 
 FINDINGS = Path(poolgrad_paddle.__file__).parent / "findings.toml"
 
@@ -45,13 +42,7 @@ def test_the_reproducer_reprints_what_the_adapter_computed(variant, tmp_path):
     pytest.importorskip("paddle")
     from poolgrad_paddle.adapter import ADAPTER
 
-    spec, x, g = synthetic.tie_case("float32")
-    out = ADAPTER.run(PoolSpec.from_dict(spec), variant, "cpu", x, g)
-    rec = synthetic.result(f"tie-{variant}", "ties_overlap", spec, x, g, framework="paddle", variant=variant,
-                           run_id="direct", grad_input=out.grad_input, version=ADAPTER.version())
-    path = tmp_path / "repro.py"
-    path.write_text(reproducer.script(rec))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    printed = reproducer.read_output(done.stdout)
-    assert printed["gradient"]["actual"] == rec["grad_input"], done.stderr[-2000:]
-    assert np.asarray(rec["grad_input"]).shape == x.shape
+    rec = synthetic.direct_tie(ADAPTER, "paddle", variant)
+    printed, stderr = synthetic.reprinted(rec, tmp_path)
+    assert printed["gradient"]["actual"] == rec["grad_input"], stderr[-2000:]
+    assert np.asarray(rec["grad_input"]).shape == synthetic.tie_case()[1].shape
