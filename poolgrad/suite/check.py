@@ -13,7 +13,7 @@ from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.knowledge.base import Knowledge
 from poolgrad.knowledge.finding import Finding, policy_text
-from poolgrad.knowledge.impacts import IMPACT_RANK
+from poolgrad.knowledge.impacts import IMPACT_RANK, at_least
 from poolgrad.knowledge.judge import Judgement, judge
 from poolgrad.knowledge.machine import Machine
 from poolgrad.reference.properties import properties_of_cases
@@ -42,7 +42,7 @@ class Checked:
             return True
         if fail_on is None or self.outcome != "expected":
             return False
-        impact = worst_impact(self.judgement.explained_by)
+        impact = self.record["impact"]
         return impact is None or IMPACT_RANK[impact] >= IMPACT_RANK[fail_on]
 
 
@@ -93,7 +93,13 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
               lambda impact: impact != "rounding" or case.spec.is_max or mode != "backward"
               or first.status != OK or _rounding_only(ref, first))
     observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
-    impact = worst_impact(j.explained_by)
+    pairs = [(first.forward, ref.expected_forward)]
+    if mode == "backward":
+        pairs.append((first.grad_input, ref.expected_grad_input))
+    else:
+        expected_derivative = ad_modes.expected(mode, case.spec, case.input, case.grad_output, reference=ref)
+        pairs.append((ad_modes.derivative(mode, first), expected_derivative))
+    impact = at_least(worst_impact(j.explained_by), pairs)
     if j.outcome == "expected":
         message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed}); impact {impact or 'not stated'}"
     elif j.outcome == "behaviour_changed":
@@ -111,8 +117,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     if mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
         record["mode"] = mode
         record.update(derivative=_arr(ad_modes.derivative(mode, first)), grad_grad_input=_arr(first.grad_grad_input),
-                      expected_derivative=_arr(ad_modes.expected(mode, case.spec, case.input, case.grad_output,
-                                                                 reference=ref)))
+                      expected_derivative=_arr(expected_derivative))
     return Checked(j.outcome, message, record, j)
 
 

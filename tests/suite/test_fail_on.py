@@ -62,6 +62,24 @@ def test_one_finding_alone_gives_its_own_impact():
                                            "impact": "valid_subgradient"}]
 
 
+def test_the_impact_is_never_milder_than_the_arrays_show():
+    # A failure claim of a tie order credited where the NaN of the second window vanished from
+    # the forward: whatever the claim says, the result is at least nan_semantics.
+    tie_wrong = {**TIE_LAST, "id": "tie-order", "when": ["ties"], "verdict": "wrong"}
+    del tie_wrong["policy"]
+    case = make_case("fail-on-nan-vanished", "user", SPEC, TIES_AND_NANS)
+    r = Policy(tie="last", nan="ignore").evaluate(case.spec, case.input, case.grad_output)
+    assert not np.isnan(r.forward).any()
+    checked = check(case, TARGET, "2.21.0", [Outcome(OK, forward=r.forward, grad_input=r.grad_input)],
+                    _kb(tie_wrong), 0.0)
+    assert [f.id for f in checked.judgement.explained_by] == ["tie-order"]
+    assert checked.record["impact"] == "nan_semantics" and "impact nan_semantics" in checked.message
+    assert checked.fails("nan_semantics") and not checked.fails("gradient_lost")
+    # The same claim where the arrays keep every NaN keeps its own impact.
+    kept = _checked(_kb(tie_wrong), tie="last")
+    assert kept.record["impact"] == "valid_subgradient"
+
+
 def test_an_unexplained_divergence_fails_at_every_level():
     checked = _checked(_kb(TIE_LAST), tie="all")
     assert checked.outcome == "behaviour_changed" and checked.record["impact"] is None
