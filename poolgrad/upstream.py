@@ -261,6 +261,9 @@ def expectation(spec, dtype: str) -> str:
     if spec.is_max:
         return ("each window's maximum (NaN where the window holds one), and the window's gradient "
                 "sent to that element (to the first one where several are equal)")
+    if spec.op == "roi_crop_max_pool":
+        return ("each window's maximum over the crop's bilinear points (an infinity where the pixels a point "
+                "reads give one), and the window's gradient sent to that point and on to its pixels by their weights")
     mean = "mean" if "avg" in spec.op else "p-norm"
     return (f"each window's {mean} computed without overflow and rounded once to {dtype}, and a gradient "
             f"that is the upstream gradient shared over the window the same way")

@@ -11,7 +11,8 @@ joined by ``x``), as ``k<size>r<start>.<start>...`` where every region of a dim 
 ``c<size>.<size>...`` (``c2.0.1`` : ids [0, 0, 2], 3 segments), others as ``s<num_segments>g<id>.<id>...``
 (``s4g2.0.2.1``); their input's length is the number of ids. RoI ops write ``o<output_size>``, then
 ``s<spatial_scale>``, ``g<sampling_ratio>`` and ``al`` (aligned) where they are not the defaults (1, -1,
-false), then ``b<box set>`` (a named set of poolgrad/cases/data/roi_boxes.toml): ``o2s0.5g2albborder``. A size that differs between spatial dims is written per
+false), roi_crop_max_pool ``k<kernel>`` and ``t<stride>`` (where not the kernel) after the output size,
+then ``b<box set>`` (a named set of poolgrad/cases/data/roi_boxes.toml): ``o2s0.5g2albborder``. A size that differs between spatial dims is written per
 dim, ``k7x4``. The input's spatial size ends the tag as ``i<size>`` (``i7x4``) unless it is
 the catalogue's default for the rank (8, 6x6, 4x4x4). A tag is both the definition and the id.
 """
@@ -33,7 +34,7 @@ _N = r"\d+(?:x\d+)*"  # one size, or one per spatial dim
 _STARTS = r"\d+(?:\.\d+)*"           # one dim's region starts
 _PAIRS = r"\d+_\d+(?:\.\d+_\d+)*"   # one dim's [start, stop) pairs
 _TAG = re.compile(
-    rf"^(?:o(?P<ro>{_N})(?:s(?P<rs>\d+(?:\.\d+)?))?(?:g(?P<rg>\d+))?(?P<ral>al)?b(?P<rb>[a-z]+)"
+    rf"^(?:o(?P<ro>{_N})(?:k(?P<rk>{_N})(?:t(?P<rt>{_N}))?)?(?:s(?P<rs>\d+(?:\.\d+)?))?(?:g(?P<rg>\d+))?(?P<ral>al)?b(?P<rb>[a-z]+)"
     rf"|o(?P<o>{_N})|c(?P<sc>{_STARTS})|s(?P<sn>\d+)g(?P<sg>{_STARTS})|k(?P<fk>{_N})r(?P<fs>{_STARTS}(?:x{_STARTS})*)|r(?P<fr>{_PAIRS}(?:x{_PAIRS})*)"
     rf"|k(?P<k>{_N})s(?P<s>{_N})"
     rf"(?:p(?P<p>{_N})(?:_(?P<pa>\d+))?|(?P<same>SAME))?(?:d(?P<d>{_N}))?(?P<ceil>ceil)?"
@@ -71,6 +72,10 @@ def parse_geometry(tag: str, rank: int) -> dict:
         if m["rb"] not in box_sets():
             raise ValueError(f"unknown box set {m['rb']!r} in {tag!r}; known: {', '.join(box_sets())}")
         fields = {"output_size": _sizes(m["ro"]), "boxes": [list(b) for b in box_sets()[m["rb"]]]}
+        if m["rk"]:
+            fields["kernel_size"] = _sizes(m["rk"])
+        if m["rt"]:
+            fields["stride"] = _sizes(m["rt"])
         if m["rs"]:
             fields["spatial_scale"] = float(m["rs"])
         if m["rg"]:
@@ -167,6 +172,8 @@ def _roi_tag(spec: PoolSpec) -> str:
     if not names:
         raise ValueError(f"geometry tags name RoI boxes by their set in {_BOXES_PATH.name}; {spec.boxes} is none")
     tag = f"o{_text(spec.output_size)}"
+    if spec.kernel_size is not None:  # roi_crop_max_pool's max pooling over the crop
+        tag += f"k{_text(spec.kernel_size)}" + (f"t{_text(spec.stride)}" if spec.stride != spec.kernel_size else "")
     if spec.spatial_scale != 1:
         tag += f"s{spec.spatial_scale:g}"
     if spec.sampling_ratio is not None and spec.sampling_ratio != -1:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import api, avg_pool, lp_pool, max_pool, policies, roi_pool, selection
+from . import api, avg_pool, lp_pool, max_pool, policies, roi_crop, roi_pool, selection
+from .taps import plan_for
 from .dtypes import round_to
 from .errors import SpecError
 
@@ -52,7 +53,10 @@ def _lp_terms(spec, plan, xw):
     return z, np.where(z != 0, z ** (1.0 / p - 1.0), 0.0) * lp_pool._scale(plan)
 
 
-def _jvp(spec, plan, xw, tw, tie, nan) -> np.ndarray:
+def _jvp(spec, plan, xw, tw, tie, nan, dtype=None) -> np.ndarray:
+    if spec.op == roi_crop.OP:  # the crop is linear: max_pool's JVP on the crop, the tangent's crop its tangent
+        crop = plan.rounded_crop(xw, dtype).astype(np.float64)
+        return _max_jvp(plan_for(plan.pool, crop.shape), crop, plan.crop(tw), tie, nan)
     if spec.is_max:
         return _max_jvp(plan, xw, tw, tie, nan)
     if spec.op.endswith("avg_pool"):
@@ -70,7 +74,7 @@ def jvp(spec, x: np.ndarray, tangent, *, tie: str = "first", nan: str = "propaga
     plan, xw = api._prepare(spec, x)
     tw = plan.pad(_rounded("tangent", tangent, x.shape, x.dtype))
     with np.errstate(all="ignore"):
-        return round_to(_jvp(spec, plan, xw.astype(np.float64), tw, tie, nan), x.dtype)
+        return round_to(_jvp(spec, plan, xw.astype(np.float64), tw, tie, nan, x.dtype), x.dtype)
 
 
 def double_backward(spec, x: np.ndarray, grad_output, v, *, tie: str = "first",
@@ -85,7 +89,7 @@ def double_backward(spec, x: np.ndarray, grad_output, v, *, tie: str = "first",
     vw = plan.pad(_rounded("v", v, x.shape, x.dtype))
     xw = xw.astype(np.float64)
     with np.errstate(all="ignore"):
-        by_g = _jvp(spec, plan, xw, vw, tie, nan)
+        by_g = _jvp(spec, plan, xw, vw, tie, nan, x.dtype)
         by_x = np.zeros(xw.shape) if spec.op != "lp_pool" else _lp_by_x(spec, plan, xw, g, vw)
     return round_to(by_g, x.dtype), round_to(plan.unpad(by_x), x.dtype)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import accumulate as accumulation
-from . import avg_pool, lp_pool, max_pool, policies, roi_pool
+from . import avg_pool, lp_pool, max_pool, policies, roi_crop, roi_pool
 from .dtypes import dtype_from_name, dtype_name, round_to, work_dtype
 from .errors import SpecError
 from .spec import PoolSpec
@@ -36,6 +36,8 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
     policies.check(tie, nan)
     accumulation.check(accumulate)
     plan, xw = _prepare(spec, x)
+    if spec.op == roi_crop.OP:  # max_pool over the crop (roi_crop.py)
+        return forward(plan.pool, plan.rounded_crop(x), tie=tie, nan=nan, accumulate=accumulate)
     acc = accumulation.acc_dtype(accumulate, x.dtype)
     if spec.is_max:
         out = max_pool.forward(plan, xw, tie, nan)
@@ -60,6 +62,9 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     policies.check(tie, nan)
     accumulation.check(accumulate)
     plan, xw = _prepare(spec, x)
+    if spec.op == roi_crop.OP:  # max_pool's gradient over the crop, spread to the pixels (roi_crop.py)
+        g_crop = backward(plan.pool, plan.rounded_crop(x), grad_output, tie=tie, nan=nan, accumulate=accumulate)
+        return plan.spread(g_crop, x.dtype)
     acc = accumulation.acc_dtype(accumulate, x.dtype)
     expected = plan.out_shape(x)
     g = np.asarray(grad_output)
@@ -88,6 +93,10 @@ def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
     g = _received(x, grad_output)
     if spec.op == "roi_align":  # weights >= 0: the op applied to |x| and |g|
         return roi_pool.align_forward(plan, np.abs(xw)), roi_pool.align_backward(plan, np.abs(g))
+    if spec.op == roi_crop.OP:  # the selected points' terms at most the window's largest |crop|, spread as routed
+        crop = plan.rounded_crop(x)
+        return (forward(plan.pool, np.abs(crop)).astype(np.float64),
+                plan.spread(np.abs(backward(plan.pool, crop, g)), np.float64))
     op = avg_pool if spec.op.endswith("avg_pool") else lp_pool
     with np.errstate(all="ignore"):
         fwd, grad_p = op.error_scale(spec, plan, xw, g)

@@ -128,8 +128,54 @@ def lp_pool(spec: PoolSpec, x: np.ndarray, g):
     return _rounded(y, dx, x.dtype)
 
 
+def _crop_reads(first: float, last: float, n: int, j: int, length: int) -> list[tuple[int, float]]:
+    """The pixels crop point ``j`` of ``n`` reads along one axis, with their weights: the points run
+    from corner to corner (the centre when n = 1); one outside [0, length - 1] reads nothing."""
+    p = (first + last) / 2 if n == 1 else first + j * (last - first) / (n - 1)
+    if p < 0 or p > length - 1:
+        return []
+    low = math.floor(p)
+    return [(low, 1 - (p - low))] + ([(low + 1, p - low)] if p > low else [])
+
+
+@_quiet
+def roi_crop_max_pool(spec: PoolSpec, x: np.ndarray, g, *, tie: str = "first", nan: str = "propagate"):
+    """SPEC.md "roi_crop_max_pool": per box, its crop of ``n = (p - 1) * stride + kernel`` bilinear
+    points per axis (a point reading nothing is 0), rounded to x's dtype; max_pool (kernel, stride,
+    no padding) over the crop under the policies, the crop's gradient rounded to x's dtype; each
+    point's gradient to the pixels it reads, times their weights."""
+    _op(spec, "roi_crop_max_pool")
+    dtype_from_name(x.dtype, field="input")
+    s, (ky, kx), (sy, sx) = spec.spatial_scale, spec.kernel_size, spec.stride
+    n = [(p - 1) * st + k for p, st, k in zip(spec.output_size, spec.stride, spec.kernel_size)]
+    out_shape = (len(spec.boxes), x.shape[1], *spec.output_size)
+    g = np.asarray(g)
+    if g.shape != out_shape:
+        raise SpecError("grad_output", f"must have the forward output's shape {out_shape}, got {g.shape}")
+    g64, x64 = round_to(g.astype(np.float64), x.dtype).astype(np.float64), x.astype(np.float64)
+    y, dx = np.zeros(out_shape), np.zeros(x.shape)
+    for k, (b, x1, y1, x2, y2) in enumerate(spec.boxes):
+        reads = {(i, j): [((r, c), wr * wc) for r, wr in _crop_reads(y1 * s, y2 * s, n[0], i, x.shape[2])
+                          for c, wc in _crop_reads(x1 * s, x2 * s, n[1], j, x.shape[3])]
+                 for i in range(n[0]) for j in range(n[1])}
+        for c in range(x.shape[1]):
+            crop = {ij: sum((w * x64[b, c][p] for p, w in cells), np.float64(0)) for ij, cells in reads.items()}
+            crop = {ij: float(round_to(np.float64(v), x.dtype)) for ij, v in crop.items()}
+            g_crop = dict.fromkeys(crop, 0.0)
+            for o in np.ndindex(*spec.output_size):
+                cells = [(o[0] * sy + a, o[1] * sx + e) for a in range(ky) for e in range(kx)]
+                y[k, c][o], receivers = select([crop[p] for p in cells], tie, nan)
+                for i in receivers:
+                    g_crop[cells[i]] += g64[k, c][o] / len(receivers) if tie == "split" else g64[k, c][o]
+            for ij, cells in reads.items():
+                share = float(round_to(np.float64(g_crop[ij]), x.dtype))
+                for p, w in cells:
+                    dx[b, c][p] += w * share
+    return _rounded(y, dx, x.dtype)
+
+
 BY_OP = {f.__name__: f for f in (max_pool, avg_pool, lp_pool, adaptive_max_pool, adaptive_avg_pool,
-                                  fractional_max_pool, segment_max_pool, segment_avg_pool)}
+                                  fractional_max_pool, segment_max_pool, segment_avg_pool, roi_crop_max_pool)}
 _MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool")
 
 

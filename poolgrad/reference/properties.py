@@ -18,7 +18,7 @@ import numpy as np
 from .accumulate import scatter_taps
 from .dtypes import work_dtype
 from .geometry import ceil_drops_window, same_padding
-from . import roi_pool
+from . import roi_crop, roi_pool
 from .segment_pool import is_sorted
 from .spec import PoolSpec
 from .taps import plan_for
@@ -74,6 +74,7 @@ PROPERTIES = {
     "unsorted_segment_ids": "segment pooling whose segment_ids are not in increasing order",
     "one_element_segment": "segment pooling with a segment of one item",
     **roi_pool.PROPERTIES,
+    **roi_crop.PROPERTIES,
 }
 
 
@@ -87,7 +88,8 @@ def properties_of_cases(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
     N (a framework call's cases) are stacked along N and their windows walked once: walking the
     taps costs the same for one case as for a call's hundred."""
     if spec.is_roi:  # each case alone (its boxes name its own images)
-        found = [roi_pool.properties(spec, x) | _input_properties(x) for x in xs]
+        found = [(roi_crop.properties(spec, x, case_properties) if spec.op == roi_crop.OP
+                  else roi_pool.properties(spec, x)) | _input_properties(x) for x in xs]
         return [frozenset(p | ({"ties_if_flushed"} if "ties" in p else set())) for p in found]
     found: list[frozenset[str] | None] = [None] * len(xs)
     stacks: dict[tuple, list[int]] = {}

@@ -289,6 +289,8 @@ def align_backward(plan: AlignPlan, g: np.ndarray, acc=F64) -> np.ndarray:
 
 def fan_in(plan) -> int:
     """The most (box, bin, tap) reads of one input element: what the routing probe sizes by."""
+    if hasattr(plan, "fan_in"):  # roi_crop_max_pool: the reads of one crop point
+        return plan.fan_in()
     if isinstance(plan, AlignPlan):
         index = np.stack([np.where(w != 0, plan.flat(i), -1) for i, w in plan.taps], axis=-1)
     else:

@@ -18,10 +18,10 @@ from .roi_pool import parse_boxes, parse_output_size, parse_sampling_ratio, pars
 from .segment_pool import parse_num_segments, parse_segment_ids
 
 OPS = ("max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool", "fractional_max_pool",
-       "segment_max_pool", "segment_avg_pool", "roi_pool", "roi_align")
+       "segment_max_pool", "segment_avg_pool", "roi_pool", "roi_align", "roi_crop_max_pool")
 MAX_OPS = ("max_pool", "adaptive_max_pool", "fractional_max_pool", "segment_max_pool", "roi_pool")
 # Output (K boxes, C, ph, pw): its first dim is not the input's N, so their cases are not stacked along N.
-ROI_OPS = ("roi_pool", "roi_align")
+ROI_OPS = ("roi_pool", "roi_align", "roi_crop_max_pool")
 SEGMENT_OPS = ("segment_max_pool", "segment_avg_pool")
 ADAPTIVE_OPS = ("adaptive_max_pool", "adaptive_avg_pool")
 
@@ -38,6 +38,7 @@ APPLIES = {
     "segment_avg_pool": {"segment_ids", "num_segments"},
     "roi_pool": {"boxes", "output_size", "spatial_scale"},
     "roi_align": {"boxes", "output_size", "spatial_scale", "sampling_ratio", "aligned"},
+    "roi_crop_max_pool": {"boxes", "output_size", "spatial_scale", "kernel_size", "stride"},
 }
 FIELDS = ("op", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "count_include_pad",
           "divisor_override", "norm_type", "output_size", "regions", "segment_ids", "num_segments",
@@ -62,6 +63,15 @@ def _int_or_tuple(field, value, *, minimum, allow_none_items=False):
             raise SpecError(field, f"must have 1, 2 or 3 entries (one per spatial dim), got {value!r}")
         return tuple(check(v) for v in value)
     return check(value)
+
+
+def _pair(field, value) -> tuple[int, int]:
+    """(height, width) from an int or a pair of positive ints."""
+    pair = _int_or_tuple(field, value, minimum=1)
+    pair = pair if isinstance(pair, tuple) else (pair, pair)
+    if len(pair) != 2:
+        raise SpecError(field, f"must be a positive int or [height, width], got {value!r}")
+    return pair
 
 
 def _padding(value):
@@ -185,6 +195,12 @@ class PoolSpec:
             if op == "roi_align":  # torchvision's defaults
                 kw["sampling_ratio"] = parse_sampling_ratio(_given(d, "sampling_ratio", -1))
                 kw["aligned"] = _bool("aligned", _given(d, "aligned", False))
+            if op == "roi_crop_max_pool":  # the max pooling over the crop, one (height, width) pair each
+                if d.get("kernel_size") is None:
+                    raise SpecError("kernel_size", f"required for {op}: the max pooling's window over the crop, "
+                                    "a positive int or [height, width]")
+                kw["kernel_size"] = _pair("kernel_size", d["kernel_size"])
+                kw["stride"] = _pair("stride", _given(d, "stride", d["kernel_size"]))
         else:
             if d.get("kernel_size") is None:
                 raise SpecError("kernel_size", f"required for {op}: a positive int or one per spatial dim")

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from . import roi_pool
+from . import roi_crop, roi_pool
 from .geometry import Geometry, check_input_shape, resolve
 
 
@@ -126,7 +126,8 @@ def _shared_plan(spec, spatial: tuple[int, ...]) -> TapPlan:
 
 @functools.lru_cache(maxsize=64)
 def _roi_plan(spec, shape: tuple[int, ...]):
-    return (roi_pool.RoiPlan if spec.op == "roi_pool" else roi_pool.AlignPlan)(spec, shape)
+    plans = {"roi_pool": roi_pool.RoiPlan, "roi_align": roi_pool.AlignPlan, roi_crop.OP: roi_crop.CropPlan}
+    return plans[spec.op](spec, shape)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ import ml_dtypes
 import numpy as np
 
 from poolgrad import reference
-from poolgrad.reference import selection
+from poolgrad.reference import roi_crop, selection
 from poolgrad.reference.accumulate import acc_dtype, routed_sums_exact
 from poolgrad.reference.dtypes import round_to, work_dtype
 from poolgrad.reference.max_pool import empty_windows, route
@@ -115,6 +115,10 @@ class Policy:
         return np.where(a == 0, np.zeros_like(a), a) if self.zero_sign == "any" and a is not None else a
 
     def _evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
+        if spec.op == roi_crop.OP:  # the policy is the max pooling's over the crop, whose gradient is spread back
+            plan = plan_for(spec, x.shape)
+            r = self.evaluate(plan.pool, plan.rounded_crop(x), g)
+            return Result(r.forward, plan.spread(r.grad_input, x.dtype), r.valid)
         if not spec.is_max:  # arithmetic: what is summed (flushed inputs) and where the sums are kept
             xs = flush_subnormals(x) if self.ftz else x
             return Result(reference.forward(spec, xs, accumulate=self.accumulate),
@@ -248,6 +252,9 @@ def _per_sample(ok: np.ndarray) -> np.ndarray:
 
 def features(spec, x: np.ndarray, g: np.ndarray) -> dict:
     """Which policy dimensions can change any result on this case (the others are skipped)."""
+    if spec.op == roi_crop.OP:  # the max pooling's over the crop
+        plan = plan_for(spec, x.shape)
+        return features(plan.pool, plan.rounded_crop(x), g)
     if not spec.is_max:
         return {"selection": False, "nan": False, **{name: False for name in MODIFIERS},
                 "accumulate": accumulation_matters(spec, x, g), "ftz": _has_subnormal(x)}

@@ -273,6 +273,7 @@ CHECKS = {
     "roi_nan": lambda c: "nan" in roi_properties(c),
     "roi_neginf": lambda c: {"neginf_window", "infinite_max"} <= roi_properties(c),
     "roi_realistic": lambda c: c.spec.is_roi and realistic(relu_plateaus)(c),
+    "roi_crop": lambda c: roi_crop(c),
     # segment families: the value families' checks over each segment's items
     "segment_ties": ties_window,
     "segment_signed_zero": signed_zero,
@@ -285,6 +286,19 @@ CHECKS = {
 
 def roi_properties(case) -> frozenset[str]:
     return case_properties(case.spec, case.input) if case.spec.is_roi else frozenset()
+
+
+def roi_crop(case) -> bool:
+    """roi_crop_max_pool's values by variant, the box set's border boxes in every case; ties within a
+    crop window of the first box, which lies inside (the box wholly outside ties its extrapolated 0s;
+    distinct pixels may still interpolate to equal points)."""
+    props, variant = roi_properties(case), case.id.split("-")[-2]
+    inside = dataclasses.replace(case.spec, boxes=case.spec.boxes[:1])
+    return "roi_past_border" in props and {
+        "distinct": bool(np.isfinite(case.input).all()),
+        "ties": "ties" in case_properties(inside, case.input),
+        "nan": {"nan", "nan_with_number"} <= props,
+        "neginf": {"neginf_window", "roi_crop_infinite_corner"} <= props}[variant]
 
 
 def test_every_family_has_a_check():

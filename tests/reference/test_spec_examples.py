@@ -124,3 +124,12 @@ def test_segment_pooling():
     a = spec(op="segment_avg_pool", **ids)
     assert forward(a, x)[0, 0].tolist() == [5, 0, 2, 2]
     assert backward(a, x, g)[0, 0].tolist() == [2, 0.5, 2, 0.5, 8]
+
+
+def test_roi_crop_max_pool():
+    # Three crop points per axis at 0.5, 1.5, 2.5 of x[r, c] = 4 r + c, max-pooled 2 x 2 with stride 1.
+    s = spec(op="roi_crop_max_pool", boxes=[[0, 0.5, 0.5, 2.5, 2.5]], output_size=2, kernel_size=2, stride=1)
+    x = np.arange(16, dtype=np.float64).reshape(1, 1, 4, 4)
+    assert forward(s, x)[0, 0].tolist() == [[7.5, 8.5], [11.5, 12.5]]
+    assert backward(s, x, np.ones((1, 1, 2, 2)))[0, 0].tolist() == [
+        [0, 0, 0, 0], [0, 0.25, 0.5, 0.25], [0, 0.5, 1, 0.5], [0, 0.25, 0.5, 0.25]]

@@ -232,8 +232,8 @@ UNSTACKED = (Unstacked(("segment", "segment_function"), ("segment_max_pool*",), 
 
 # The record pyproject.toml registers (poolgrad/adapters/framework.py); Keras on TensorFlow runs in a
 # worker of its own.
-# RoI Align as detectors write it (crop_and_resize, then avg_pool2d): planned by its own package, run
-# by TensorFlow's worker (adapter.py hands it the variant).
+# RoI pooling as detectors write it (crop_and_resize, then avg_pool2d or max_pool2d): planned by its own
+# package, run by TensorFlow's worker (adapter.py hands it the variant).
 CROP_AND_RESIZE = WorkerSpec("tensorflow", "poolgrad.adapters.tensorflow.adapter", {}, "tensorflow",
                              "poolgrad.adapters.tensorflow.crop_and_resize", UPSTREAM)
 FRAMEWORK = Framework("tensorflow", "poolgrad.adapters.tensorflow.adapter", "tensorflow", ("tensorflow", "tensorflow-cpu"),

@@ -243,7 +243,7 @@ class TensorFlowAdapter(ModeMethods):
             raise ValueError(f"unknown tensorflow variant {variant!r}; known: {', '.join(VARIANTS)}")
         if device not in self.devices():
             return Outcome(NO_DEVICE, message="no GPU visible to TensorFlow")
-        if variant in ROI_VARIANTS:  # RoI Align, planned by its own package (reverse mode only)
+        if variant in ROI_VARIANTS:  # RoI pooling, planned by its own package (reverse mode only)
             return crop_and_resize.run(spec, variant, device, x, grad_output)
         call = plan(spec, variant, x.shape)
         if isinstance(call, Unsupported):

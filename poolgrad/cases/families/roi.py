@@ -28,3 +28,10 @@ def neginf(ctx: Context) -> np.ndarray:
     x = ctx.distinct()
     x[..., : ctx.shape[2] // 2, : ctx.shape[3] // 2] = -np.inf
     return x
+
+
+def crops(ctx: Context) -> np.ndarray:
+    """roi_crop_max_pool's values by variant: distinct, plateaus (ties among a window's crop
+    points), NaN, a -inf quarter."""
+    return {"distinct": ctx.distinct, "ties": lambda: plateaus(ctx), "nan": lambda: nan(ctx),
+            "neginf": lambda: neginf(ctx)}[ctx.variant]()
