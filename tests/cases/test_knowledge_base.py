@@ -64,8 +64,10 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 164: the same column contradicted torch-avg-sum-overflows-float32 on float16 (CUDA adds it in
     # float32): its float16 part, CPU 3-D adaptive average pooling, is a finding of its own
     # 165: TensorFlow detectors' crop_and_resize + max_pool2d (issue 40): infinite pixels interpolate to NaN
+    # 166: FractionalMaxPool's type list without float16 and bfloat16 (issue 38: an error, which
+    # the planner had refused as unsupported)
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 165
+    assert 25 <= len(own) <= 166
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 

@@ -158,8 +158,6 @@ def _fractional(spec, variant: str, shape) -> Call | Unsupported:
         return Unsupported("poolgrad calls tf.raw_ops.FractionalMaxPool eagerly only (the eager variant)")
     if len(shape) != 4:
         return Unsupported("tf.nn.fractional_max_pool is 2-D only")
-    if spec.dtype in ("float16", "bfloat16"):
-        return Unsupported(f"tf.nn.fractional_max_pool has no {spec.dtype} kernel (float32, float64, int32, int64)")
     found = [pooling_sequence(regions, length) for regions, length in zip(spec.regions, shape[2:])]
     why = [f"dim {d}: {f}" for d, f in enumerate(found) if isinstance(f, str)]
     if why:

@@ -17,6 +17,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import functools  # noqa: E402
+import re  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -161,11 +162,13 @@ _MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 # How TensorFlow refuses a call's arguments: its Python API checks them (ValueError, TypeError:
 # tf.nn.pool's "`strides > 1` not supported in conjunction with `dilation_rate > 1`", "Expected
 # string for argument 'padding'"), an op's definition and its kernel's parameter checks refuse
-# them (InvalidArgumentError: "Top padding 3 needs to be smaller than the window size 2", a dtype
-# outside the op's list, "tensor_in must not be empty"), and the XLA bridge refuses what it does
-# not implement (UnimplementedError: "XLA does not support pooling ops with explicit padding").
-# A missing kernel is NotFoundError: an error on a call TF accepts.
+# them (InvalidArgumentError: "Top padding 3 needs to be smaller than the window size 2",
+# "tensor_in must not be empty"), and the XLA bridge refuses what it does not implement
+# (UnimplementedError: "XLA does not support pooling ops with explicit padding"). A missing kernel
+# (NotFoundError) and an input dtype outside the op's type list (_NO_DTYPE) are errors of a call
+# the user writes as the spec says, as in every framework's dtype without a kernel.
 _REFUSALS = (ValueError, TypeError, tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
+_NO_DTYPE = re.compile(r"attr 'T' of \w+ is not in the list of allowed values|has DataType \w+ not in list of allowed values")
 
 
 def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
@@ -179,8 +182,8 @@ def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> b
     try:
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
             forward(tf.constant(np.zeros_like(np.transpose(x, to_last))))
-    except _REFUSALS:
-        return True
+    except _REFUSALS as e:
+        return not _NO_DTYPE.search(str(e))
     except Exception:  # noqa: BLE001 - anything else the forward raises is no refusal
         return False
     return False
