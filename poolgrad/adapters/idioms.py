@@ -70,6 +70,20 @@ def blocks(spec, shape) -> tuple[int, ...] | Unsupported:
     return divisor if isinstance(divisor, Unsupported) else geom.kernel_size
 
 
+def block_view(spec, shape, channels_last: bool = False) -> tuple[tuple, tuple] | Unsupported:
+    """Pooling by reshape of x (``shape``: (N, C, *spatial)): the shape x is viewed as, each
+    spatial dim split into (blocks, block), and the block axes the reduction runs over; with
+    ``channels_last``, of x transposed to (N, *spatial, C) as the call runs. Or why ``spec``
+    is no such pooling (``blocks``)."""
+    block = blocks(spec, shape)
+    if isinstance(block, Unsupported):
+        return block
+    split = tuple(d for length, k in zip(shape[2:], block) for d in (length // k, k))
+    if channels_last:
+        return (shape[0], *split, shape[1]), tuple(range(2, 2 * len(block) + 1, 2))
+    return (*shape[:2], *split), tuple(range(3, 3 + 2 * len(block), 2))
+
+
 def _divisor(spec, kernel) -> None | Unsupported:
     """A mean divides by the kernel's volume: avg_pool's divisor_override must agree."""
     if spec.op == "avg_pool" and spec.divisor_override not in (None, math.prod(kernel)):

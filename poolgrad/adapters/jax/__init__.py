@@ -85,11 +85,8 @@ class Reduction:
 
 def _idiom(spec, variant: str, shape) -> Reduction | Unsupported:
     if variant == "reshape":
-        block = idioms.blocks(spec, shape)
-        if isinstance(block, Unsupported):
-            return block
-        split = tuple(d for length, k in zip(shape[2:], block) for d in (length // k, k))
-        return Reduction(tuple(range(3, 3 + 2 * len(block), 2)), (*shape[:2], *split))
+        view = idioms.block_view(spec, shape)
+        return view if isinstance(view, Unsupported) else Reduction(view[1], view[0])
     if variant == "patches":
         p = idioms.patches(spec, shape)
         if isinstance(p, Unsupported):

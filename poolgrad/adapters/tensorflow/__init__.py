@@ -108,13 +108,12 @@ def _idiom(spec, variant: str, shape) -> Call | Unsupported:
     """The Call of an idiom variant (``shape`` is channels-first (N, C, *spatial); the Call's
     shapes and axes are channels-last, as the call runs)."""
     rank = len(shape) - 2
-    n, c, spatial = shape[0], shape[1], tuple(shape[2:])
+    n, c = shape[0], shape[1]
     if variant == "reshape":
-        block = idioms.blocks(spec, shape)
-        if isinstance(block, Unsupported):
-            return block
-        split = tuple(d for length, k in zip(spatial, block) for d in (length // k, k))
-        return Call("reshape", spec.op, rank, None, None, None, None, tuple(range(2, 2 * rank + 1, 2)), (n, *split, c))
+        view = idioms.block_view(spec, shape, channels_last=True)
+        if isinstance(view, Unsupported):
+            return view
+        return Call("reshape", spec.op, rank, None, None, None, None, view[1], view[0])
     if variant == "patches":
         if rank != 2:
             return Unsupported("tf.image.extract_patches takes 2-D images only")

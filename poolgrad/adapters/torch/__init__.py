@@ -123,11 +123,8 @@ def _idiom(spec, variant: str, shape) -> dict | Unsupported:
             return dims
         return {"dim": 2, "keepdim": True} if variant == "max_dim" else {"dim": dims, "keepdim": True}
     if variant == "reshape":
-        block = idioms.blocks(spec, shape)
-        if isinstance(block, Unsupported):
-            return block
-        split = tuple(d for length, k in zip(shape[2:], block) for d in (length // k, k))
-        return {"shape": (*shape[:2], *split), "dim": tuple(range(3, 3 + 2 * len(block), 2))}
+        view = idioms.block_view(spec, shape)
+        return view if isinstance(view, Unsupported) else {"shape": view[0], "dim": view[1]}
     if len(shape) != 4:
         return Unsupported("F.unfold extracts 2-D patches only")
     window = idioms.patches(spec, shape)
