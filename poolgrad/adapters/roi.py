@@ -25,10 +25,15 @@ class RoiCall:
     aligned: bool | None = None
 
 
-def refuse(spec, variant: str, variants: tuple[str, ...]) -> Unsupported | None:
-    """Why ``variant``, one of a planner's RoI ``variants``, does not run ``spec``, or None."""
+def refuse(spec, variant: str, variants: tuple[str, ...], ops: tuple[str, ...] = ("roi_pool", "roi_align")
+           ) -> Unsupported | None:
+    """Why ``variant``, one of a planner's RoI ``variants``, does not run ``spec``, or None: it runs the
+    RoI ``ops`` it expresses (roi_crop_max_pool is a crop max-pooled, which a detection library's
+    roi_pool / roi_align functions are not)."""
     if variant in variants and not spec.is_roi:
-        return Unsupported(f"{variant} pools regions of interest only (roi_pool, roi_align)")
+        return Unsupported(f"{variant} pools regions of interest only ({', '.join(ops)})")
+    if variant in variants and spec.op not in ops:
+        return Unsupported(f"{variant} has no {spec.op}: it pools {' and '.join(ops)}")
     return None
 
 

@@ -51,12 +51,10 @@ def _corners(first, last, spec, pooled: int, length: int) -> tuple[np.ndarray, n
 
 
 def plan(spec, variant: str, shape) -> CropAndResize | Unsupported:
-    refused = roi.refuse(spec, variant, ROI_VARIANTS)
+    # averaged (roi_align) or max-pooled (roi_crop_max_pool): roi_pool's quantized bins are no crop
+    refused = roi.refuse(spec, variant, ROI_VARIANTS, (_OPS[variant],) if variant in _OPS else ())
     if refused is not None:
         return refused
-    if spec.op != _OPS[variant]:
-        return Unsupported(f"{variant} pools a crop as {_OPS[variant]} does; roi_pool's quantized bins are no crop, "
-                           "and crop_and_resize averaged (roi_align) or max-pooled (roi_crop_max_pool) are other paths")
     if spec.dtype != "float32":
         return Unsupported(f"{spec.dtype}: crop_and_resize takes float32 boxes and returns float32")
     if min(shape[2:]) < 2:
