@@ -3,7 +3,8 @@
 The script rebuilds the case's input and upstream gradient from the record (compactly: a short
 list, the routing probe by its formula, else the values' compressed bytes), computes what the
 spec expects with plain NumPy (``templates/reproducer_spec.py.j2``: the window of every output
-position, resolved here by the reference's geometry, and the spec's rule over it), makes the call
+position, resolved here by the reference's geometry, and the spec's rule over it; for RoI ops,
+``templates/reproducer_roi_spec.py.j2``: each box's bins from its coordinates), makes the call
 the suite made: the one its framework's planner (``adapters.registry.plan``) gives for the
 record's target at the record's ``call_shape`` when it has one (the batched call the suite made:
 kernels can depend on its size), and prints the spec's result beside the framework's (the
@@ -99,9 +100,10 @@ def script(rec: dict) -> str:
     if rec.get("input") is None or rec.get("grad_output") is None:
         raise NotReproducible("the record has no input or grad_output arrays")
     spec = PoolSpec.from_dict(rec["spec"])
-    if spec.is_roi:  # the NumPy spec a script carries walks shared windows; a box's bins are its own
-        raise NotReproducible(f"{spec.op}: the reproducer's NumPy spec has no RoI bins; "
-                              "python -m poolgrad.upstream drafts one from the finding's example")
+    mode = rec.get("mode") or "backward"  # older results have no mode: the reverse mode
+    if spec.is_roi and mode != "backward":
+        raise NotReproducible(f"{spec.op}: the script's NumPy spec of RoI ops has the reverse mode only, "
+                              f"the record's is {mode}")
     shape = tuple(rec.get("shape") or shape_of(rec["input"]))  # an empty input's shape is the record's
     call_shape = tuple(rec.get("call_shape") or shape)
     target = Target(rec["framework"], rec["variant"], rec["device"])
@@ -109,7 +111,6 @@ def script(rec: dict) -> str:
     call = registry.plan(target, spec, call_shape)
     if isinstance(call, Unsupported):
         raise NotReproducible(f"{target.id} has no call for this spec: {call.reason}")
-    mode = rec.get("mode") or "backward"  # older results have no mode: the reverse mode
     dtype = rec["dtype"] or spec.dtype
     x = decode_array(rec["input"], dtype).reshape(shape)
     g = decode_array(rec["grad_output"], dtype)
@@ -122,22 +123,27 @@ def script(rec: dict) -> str:
     except jinja2.TemplateNotFound:
         raise NotReproducible(f"{planner} has no reproducer template {TEMPLATE}") from None
     return template.render(
-        rec=rec, call=call, spec=spec, geom=resolve(spec, call_shape), rank=len(shape) - 2,
+        rec=rec, call=call, spec=spec, geom=None if spec.is_roi else resolve(spec, call_shape), rank=len(shape) - 2,
         planner=importlib.import_module(planner), backend_template=f"{_planner(target.framework)}/{TEMPLATE}",
         dtype=dtype, mode=mode, arrays=arrays, **spec_context(spec, shape, dtype))
 
 
 def spec_context(spec: PoolSpec, shape, dtype: str) -> dict:
     """What templates/reproducer_spec.py.j2 needs: every output position's window per axis (the
-    input positions it reads; -1 a padding tap, -2 none), the op's rule and, for sums, the bound."""
-    windows = [np.where(a.in_input, a.positions, np.where(a.in_window & a.in_padded, -1, -2)).tolist()
-               for a in resolve(spec, shape).axes]
-    kind = "max" if spec.is_max else "avg" if spec.op.endswith("avg_pool") else "lp"
+    input positions it reads; -1 a padding tap, -2 none), the op's rule and, for sums, the bound;
+    for RoI ops (``roi``) the spec's boxes and the op's parameters instead of windows."""
     tolerance = None
-    if kind != "max":
+    if not spec.is_max:
         entry, info = tolerances.table()[spec.op][dtype], ml_dtypes.finfo(dtype)
         tolerance = (entry["atol_tiny"] * float(info.smallest_normal), entry["rtol_eps"] * float(info.eps))
-    return {"windows": windows, "kind": kind, "tolerance": tolerance,
+    if spec.is_roi:
+        return {"roi": spec.op, "tolerance": tolerance, "boxes": [list(b) for b in spec.boxes],
+                **{name: getattr(spec, name) for name in ("spatial_scale", "output_size", "sampling_ratio", "aligned",
+                                                          "kernel_size", "stride")}}
+    windows = [np.where(a.in_input, a.positions, np.where(a.in_window & a.in_padded, -1, -2)).tolist()
+               for a in resolve(spec, shape).axes]
+    return {"roi": None, "windows": windows, "tolerance": tolerance,
+            "kind": "max" if spec.is_max else "avg" if spec.op.endswith("avg_pool") else "lp",
             "count_padding": bool(spec.count_include_pad and not spec.is_adaptive), "segment": spec.is_segment,
             "divisor_override": spec.divisor_override, "norm_type": spec.norm_type}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html as htmllib
 import json
+import math
 import re
 import subprocess
 import sys
@@ -122,26 +123,34 @@ def test_values_from_results_cannot_become_code():
     assert "system" not in compiled.co_names  # the id is a string constant, not a call
 
 
+def _script_spec(spec, shape) -> dict:
+    """The namespace of a script's NumPy spec (templates/reproducer_spec.py.j2) for ``spec``, with
+    the script's own rounding to the dtype (a RoI crop is rounded before it is pooled)."""
+    base = (Path(reproducer.__file__).parent / "templates" / "reproducer_base.py.j2").read_text()
+    code = base[base.index("def round_to_dtype"):base.index("def shortest")] + reproducer._ENV.from_string(
+        '{% include "reproducer_spec.py.j2" %}').render(**reproducer.spec_context(spec, shape, spec.dtype))
+    ns = {"np": np, "math": math, "DTYPE": spec.dtype}
+    exec(code, ns)
+    return ns
+
+
 def test_the_scripts_numpy_spec_is_the_reference():
     """templates/reproducer_spec.py.j2 (what a script expects) against poolgrad.reference on every
-    7th catalogue case: forward, gradient and (max ops) the forward-mode derivative."""
-    import math
+    7th catalogue case but RoI's: forward, gradient and (max ops) the forward-mode derivative."""
     from poolgrad.cases import catalogue
     from poolgrad.reference import backward, forward
     from poolgrad.reference.dtypes import round_to
     from poolgrad.verdicts import ad_modes, tolerances
     from poolgrad.verdicts.compare import same_bits, within
 
-    spec_code = reproducer._ENV.from_string('{% include "reproducer_spec.py.j2" %}')
-    cases = [c for c in catalogue() if not c.spec.is_roi][::7]  # RoI results get no script (reproducer.script)
+    cases = [c for c in catalogue() if not c.spec.is_roi][::7]  # RoI: the test below
     ops = set()
     for c in cases:
-        ns = {"np": np, "math": math}
-        exec(spec_code.render(**reproducer.spec_context(c.spec, c.input.shape, c.spec.dtype)), ns)
+        ns = _script_spec(c.spec, c.input.shape)
         x, g, t = (a.astype(np.float64) for a in (c.input, c.grad_output, ad_modes.direction(c.spec, c.input)))
         with np.errstate(all="ignore"):
             mine = ns["spec_result"](x, g, t)
-            scale = ns["spec_result"](np.abs(x), np.abs(g))
+            scale = None if c.spec.is_max else ns["spec_scale"](x, g)
             for key, ref in (("forward", forward(c.spec, c.input)), ("grad", backward(c.spec, c.input, c.grad_output))):
                 got = round_to(mine[key], c.input.dtype)
                 same = (same_bits(got, ref) if c.spec.is_max else
@@ -152,6 +161,46 @@ def test_the_scripts_numpy_spec_is_the_reference():
                              ad_modes.expected("jvp", c.spec, c.input, c.grad_output)).all(), c.id
         ops.add(c.spec.op)
     assert {"max_pool", "avg_pool", "lp_pool", "adaptive_max_pool", "adaptive_avg_pool"} <= ops
+
+
+def test_the_scripts_numpy_spec_of_roi_ops_is_the_reference():
+    """templates/reproducer_roi_spec.py.j2 (what a RoI script expects: each box's bins from its
+    coordinates) against poolgrad.reference on every RoI catalogue case and a few more: forward
+    and gradient bit for bit (the script adds in the reference's order), and for the ops compared
+    within a bound the size it scales, reference.error_scale."""
+    from poolgrad.cases import catalogue
+    from poolgrad.reference import backward, error_scale, forward
+    from poolgrad.reference.dtypes import round_to
+    from poolgrad.verdicts.compare import same_bits
+
+    cases = [(c.id, c.spec, c.input, c.grad_output) for c in catalogue() if c.spec.is_roi]
+    # What no catalogue case has: crop points in [-1, 0) and past the last pixel (they take the
+    # extrapolation value, though a clamp would give them pixels); two crop points apart in float64
+    # and tied once rounded to float32 (the first takes the gradient); a reversed box of roi_pool
+    # (one pixel).
+    ramp = np.random.default_rng(3).permutation(20).reshape(1, 1, 4, 5)
+    hand = [({"op": "roi_crop_max_pool2d", "boxes": [[0, -0.5, -0.75, 4.5, 3.25]], "output_size": 2,
+              "kernel_size": 2, "stride": 1}, ramp),
+            ({"op": "roi_crop_max_pool2d", "boxes": [[0, 0, 0, 0.5, 0]], "output_size": 1, "kernel_size": 2},
+             np.array([[[[1, 1 + 2.0 ** -23], [0, 0]]]])),
+            ({"op": "roi_pool2d", "boxes": [[0, 3, 3, 1.5, 1]], "output_size": 2}, ramp)]
+    for spec_dict, x in hand:
+        spec = PoolSpec.from_dict({**spec_dict, "dtype": "float32"})
+        shape = output_shape(spec, x.shape)
+        g = np.ldexp(1.0, np.arange(np.prod(shape))).reshape(shape)
+        cases.append((f"hand {spec_dict}", spec, x.astype(np.float32), g.astype(np.float32)))
+    for case_id, spec, x, g in cases:
+        ns = _script_spec(spec, x.shape)
+        x64, g64 = x.astype(np.float64), g.astype(np.float64)
+        with np.errstate(all="ignore"):
+            mine = ns["spec_result"](x64, g64)
+            if not spec.is_max:
+                scale = ns["spec_scale"](x64, g64)
+                for key, ref in zip(("forward", "grad"), error_scale(spec, x, g)):
+                    assert np.array_equal(scale[key], ref, equal_nan=True), (case_id, key)
+        for key, ref in (("forward", forward(spec, x)), ("grad", backward(spec, x, g))):
+            assert same_bits(round_to(mine[key], x.dtype), ref).all(), (case_id, key)
+    assert {spec.op for _, spec, *_ in cases} == {"roi_pool", "roi_align", "roi_crop_max_pool"}
 
 
 def test_case_arrays_are_written_compactly():
