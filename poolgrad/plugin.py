@@ -51,11 +51,9 @@ def pytest_generate_tests(metafunc):
     state = metafunc.config.stash[RUN]
     names = metafunc.fixturenames
     if "case" in names and "target" in names:
-        # Work units are found from the test ids (scheduling.UnitScheduling), not xdist_group marks.
+        # Work units are looked up by test id (Run.test_units), not xdist_group marks.
         # A case's draws are checked in its test (Run.checks), not as tests of their own.
-        params = [pytest.param(c, t, id=f"{c.id}-{t.id}") for c in state.tests() for t in state.targets
-                  if state.runs(c, t)]
-        metafunc.parametrize(["case", "target"], params)
+        metafunc.parametrize(["case", "target"], [pytest.param(c, t, id=tid) for tid, c, t in state.pairs()])
     elif "fuzz_target" in names:
         n = metafunc.config.getoption("fuzz")
         metafunc.parametrize("fuzz_target", state.targets if n > 0 else [], ids=lambda t: t.id)

@@ -15,7 +15,7 @@ from poolgrad.knowledge.impacts import IMPACT_RANK
 
 from .execution import FRAMEWORK_KEY, RECORD_KEY, Execution
 from .results import Results
-from .run import FREEZE_EVERY, Run, freeze_survivors, long_lived, restore_collector
+from .run import FREEZE_EVERY, Run, freeze_survivors, long_lived, restore_collector, test_id
 from .runner import case_and_target
 
 
@@ -34,7 +34,7 @@ class ConformancePlugin:
             pairs = selected(self.run.tests(), self.run.targets, metafunc.config.getoption("ad_modes"),
                              metafunc.function.__name__.removeprefix("test_"))
             metafunc.parametrize(["mode_case", "mode_target"], [
-                pytest.param(c, t, id=f"{c.id}-{t.id}") for c, t in pairs if self.run.runs(c, t)])
+                pytest.param(c, t, id=test_id(c, t)) for c, t in pairs if self.run.runs(c, t)])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(self, session):
@@ -202,6 +202,5 @@ class XdistHooks:
         if config.option.dist == "loadgroup":
             from . import scheduling
             # The catalogue is loaded when the first collection arrives, not before the workers start.
-            return scheduling.UnitScheduling(config, log, units=self.run.units,
-                                             targets=[t.id for t in self.run.targets])
+            return scheduling.UnitScheduling(config, log, units=self.run.test_units)
         return None

@@ -16,6 +16,11 @@ from poolgrad.knowledge.schema import FindingsError
 from . import options
 
 
+def test_id(case, target) -> str:
+    """A conformance test's id, its parameters: the case's id, then the target's."""
+    return f"{case.id}-{target.id}"
+
+
 class Run:
     def __init__(self, config):
         self.config = config
@@ -86,6 +91,17 @@ class Run:
             from .scheduling import units
             self._units = units(self.tests(), self.targets, self.unsupported)
         return self._units
+
+    def pairs(self) -> list[tuple[str, object, object]]:
+        """(test id, case, target) of every pair that has a framework call: the conformance
+        tests' parameters, and what the controller's scheduler names a test's unit by."""
+        return [(test_id(c, t), c, t) for c in self.tests() for t in self.targets if self.runs(c, t)]
+
+    def test_units(self) -> dict[str, str]:
+        """Test id (a pair's, test_id) -> its work unit: the scheduler looks a test up here
+        instead of reading its case back out of the id."""
+        units = self.units()
+        return {tid: units[c.id] for tid, c, _ in self.pairs()}
 
     def runs(self, case, target) -> bool:
         return self.unsupported(target, case.spec, case.input.shape) is None

@@ -118,10 +118,10 @@ def order(items: list, checks=lambda case: (case,), names=None) -> list:
 class UnitScheduling(LoadGroupScheduling):
     """pytest-xdist's loadgroup scheduling, by work unit, without its cost quadratic in the tests.
 
-    A conformance test's unit is looked up from its test id (``units``: case id -> unit name,
-    ``targets``: the target ids that end a test id), not read from an ``xdist_group`` mark:
-    xdist appends a marked test's group to its node id, and so to every name JUnit XML and the
-    terminal show (about 30 bytes per test). Other tests are units of their own.
+    A conformance test's unit is looked up by its test id, its parameters (``units``: test id ->
+    unit name, Run.test_units, made from the same pairs as the tests), not read from an
+    ``xdist_group`` mark: xdist appends a marked test's group to its node id, and so to every name
+    JUnit XML and the terminal show (about 30 bytes per test). Other tests are units of their own.
 
     After each test, xdist counts a worker's pending tests over every unit the worker was ever
     given (under cProfile, 9 s of the controller's 16 s on 8,000 tests). A unit whose tests are
@@ -134,11 +134,9 @@ class UnitScheduling(LoadGroupScheduling):
     pending tests walks the unit, after each of its tests (quadratic in a unit's tests, which
     grow with the cases per spec): each unit in progress keeps its count instead."""
 
-    def __init__(self, config, log=None, *, units=None, targets=()):
+    def __init__(self, config, log=None, *, units=None):
         super().__init__(config, log)
         self._units = units
-        # Longest first: a target id that ends another ("cpu" ids share suffixes) must not win.
-        self._targets = tuple(f"-{t}" for t in sorted(targets, key=len, reverse=True))
         self._scopes: dict[str, str] = {}
         self._positions: dict = {}  # node -> {test id: its index in the node's collection}
         # id of a unit handed out (its tests dict) -> [the dict, so the id stays its own; tests pending]
@@ -151,13 +149,9 @@ class UnitScheduling(LoadGroupScheduling):
         return scope
 
     def _unit_of(self, nodeid: str) -> str:
-        params = nodeid.partition("[")[2][:-1]
-        suffix = next((t for t in self._targets if params.endswith(t)), None)
-        if suffix is None:
-            return nodeid
         if callable(self._units):
             self._units = self._units()
-        return self._units.get(params[:-len(suffix)], nodeid)
+        return self._units.get(nodeid.partition("[")[2][:-1], nodeid)
 
     def _assign_work_unit(self, node):
         scope, work_unit = self.workqueue.popitem(last=False)

@@ -91,10 +91,10 @@ class _Node:
 def test_unit_scheduling_drops_finished_units_and_runs_every_test_once():
     config = types.SimpleNamespace(getvalue=lambda name: ["2*popen"], option=types.SimpleNamespace(loadscopereorder=False))
     # Cases u.i of unit u, each on two targets (one id ends the other), and a test of no unit.
-    units = {f"case{u}.{i}": f"unit{u}" for u in range(6) for i in range(4)}
-    sched = scheduling.UnitScheduling(config, units=lambda: units, targets=["torch-eager-cpu", "eager-cpu"])
-    collection = [f"t.py::test_backward[{case}-{target}]" for case in units
-                  for target in ("torch-eager-cpu", "eager-cpu")] + ["t.py::test_other[x]"]
+    cases = {f"case{u}.{i}": f"unit{u}" for u in range(6) for i in range(4)}
+    units = {f"{case}-{target}": unit for case, unit in cases.items() for target in ("torch-eager-cpu", "eager-cpu")}
+    sched = scheduling.UnitScheduling(config, units=lambda: units)
+    collection = [f"t.py::test_backward[{test}]" for test in units] + ["t.py::test_other[x]"]
     assert [sched._split_scope(n) for n in collection[:3]] == ["unit0"] * 3
     assert sched._split_scope(collection[-1]) == collection[-1]
     nodes = [_Node("gw0"), _Node("gw1")]
@@ -121,9 +121,9 @@ def test_unit_scheduling_drops_finished_units_and_runs_every_test_once():
 
 def test_unit_scheduling_hands_a_crashed_workers_pending_tests_to_another():
     config = types.SimpleNamespace(getvalue=lambda name: ["2*popen"], option=types.SimpleNamespace(loadscopereorder=False))
-    units = {f"case{u}.{i}": f"unit{u}" for u in range(4) for i in range(3)}
-    sched = scheduling.UnitScheduling(config, units=lambda: units, targets=["eager-cpu"])
-    collection = [f"t.py::test_backward[{case}-eager-cpu]" for case in units]
+    units = {f"case{u}.{i}-eager-cpu": f"unit{u}" for u in range(4) for i in range(3)}
+    sched = scheduling.UnitScheduling(config, units=lambda: units)
+    collection = [f"t.py::test_backward[{test}]" for test in units]
     gw0, gw1 = _Node("gw0"), _Node("gw1")
     for node in (gw0, gw1):
         sched.add_node(node)
