@@ -119,7 +119,6 @@ def test_tf_sequences_give_every_region_set_it_can_draw(data):
 
 
 @pytest.mark.parametrize("regions, dtype, shape, variant, why", [
-    ([[[0, 2], [2, 3], [3, 5]], [[0, 5]]], "float16", (1, 1, 5, 5), "eager", "no float16 kernel"),
     ([[[0, 2], [2, 3], [3, 5]], [[0, 5]]], "float32", (1, 1, 5, 5), "function", "eagerly only"),
     ([[[0, 2], [2, 3], [3, 5]]] * 3, "float32", (1, 1, 5, 5, 5), "eager", "2-D only"),
     ([[[1, 3], [3, 5]], [[0, 5]]], "float32", (1, 1, 5, 5), "eager", "not increasing from 0"),
