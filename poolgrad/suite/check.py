@@ -12,6 +12,7 @@ from poolgrad.knowledge.impacts import IMPACT_RANK
 from poolgrad.knowledge.judge import Judgement, judge
 from poolgrad.knowledge.machine import Machine
 from poolgrad.reference.properties import properties_of_cases
+from poolgrad.reports.schema import Result
 from poolgrad.verdicts import ad_modes
 from poolgrad.verdicts.verdict import json_value
 
@@ -98,47 +99,33 @@ def case_fields(case) -> dict:
 
 
 def _record(o: Observation, version, j: Judgement, message, duration_s, impact) -> dict:
-    first, v, target, fields = o.first, o.verdict, o.target, o.call.group.fields(o.case)
+    first, v, target = o.first, o.verdict, o.target
+    fields = o.call.group.fields(o.case)
     # The verdict's fields a record takes.
     vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
                                                   "max_ulp_error", "differing_cells")}
-    # An array that is the reference's shares the case's encoding of it (named in as_expected).
+    # An array that is the reference's is the case's encoding of it.
     arrays = {name: fields[f"expected_{name}"] if name in o.as_expected else _encoded(o, getattr(first, name))
               for name in ("forward", "grad_input")}
-    record = {
-        "record": "result",
-        **fields,
-        "framework": target.framework,
-        "framework_version": version,
-        "variant": target.variant,
-        "device": target.device,
-        "target": target.id,
-        "verdict": v.verdict,
-        "policy": vd.get("policy"),
-        "forward_policy": vd.get("forward_policy"),
-        "valid_subgradient": vd.get("valid_subgradient"),
+    modes = {} if o.mode == "backward" else dict(  # a reverse-mode record has no mode (read as "backward")
+        mode=o.mode, derivative=_encoded(o, ad_modes.derivative(o.mode, first)),
+        grad_grad_input=_encoded(o, first.grad_grad_input),
+        expected_derivative=_encoded(o, ad_modes.expected(o.mode, o.case.spec, o.case.input, o.case.grad_output,
+                                                          reference=o.reference)))
+    return Result(
+        **fields, **arrays, **modes,
+        framework=target.framework, framework_version=version, variant=target.variant, device=target.device,
+        target=target.id, verdict=v.verdict, policy=vd["policy"], forward_policy=vd["forward_policy"],
+        valid_subgradient=vd["valid_subgradient"],
         # Each finding's impact travels with its summary (the results' finding record).
-        "findings": [{**f.summary(), "impact": f.impact} if f.impact else f.summary() for f in j.explained_by],
-        "impact": impact,
-        "contradicts": [f.id for f in j.contradicted],
+        findings=[{**f.summary(), "impact": f.impact} if f.impact else f.summary() for f in j.explained_by],
+        impact=impact, contradicts=[f.id for f in j.contradicted],
         # the findings in scope that call this result a race (a release diff compares such
         # results by whether the race is still claimed, not bit for bit: reports/diff.py)
-        "races": [f.id for f in j.in_scope if f.verdict == "nondeterministic"],
-        "outcome": j.outcome,
-        **arrays,
-        "indices": _encoded(o, first.indices),
-        "call_shape": first.info.get("call_shape"),
-        "call_properties": sorted(o.others - o.properties),
-        "max_abs_error": vd.get("max_abs_error"),
-        "max_ulp_error": vd.get("max_ulp_error"),
-        "differing_cells": vd.get("differing_cells") or [],
-        "message": message,
-        "framework_message": first.message if first.status != OK else None,
-        "duration_s": round(duration_s, 4),
-    }
-    if o.mode != "backward":  # a reverse-mode record has no mode field (read as "backward")
-        record.update(mode=o.mode, derivative=_encoded(o, ad_modes.derivative(o.mode, first)),
-                      grad_grad_input=_encoded(o, first.grad_grad_input),
-                      expected_derivative=_encoded(o, ad_modes.expected(o.mode, o.case.spec, o.case.input,
-                                                                        o.case.grad_output, reference=o.reference)))
-    return record
+        races=[f.id for f in j.in_scope if f.verdict == "nondeterministic"],
+        outcome=j.outcome, as_expected=o.as_expected or None, indices=_encoded(o, first.indices),
+        call_shape=first.info.get("call_shape"), call_properties=sorted(o.others - o.properties),
+        max_abs_error=vd["max_abs_error"], max_ulp_error=vd["max_ulp_error"],
+        differing_cells=vd["differing_cells"] or [], message=message,
+        framework_message=first.message if first.status != OK else None, duration_s=round(duration_s, 4),
+    ).to_record()

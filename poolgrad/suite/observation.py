@@ -20,6 +20,7 @@ from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.verdicts import ad_modes, claims
+from poolgrad.verdicts.compare import identical
 
 from .call import FrameworkCall, op_name
 
@@ -115,11 +116,7 @@ class Observation:
 
     @functools.cached_property
     def as_expected(self) -> list[str]:
-        """The names of the outcome's arrays that are the reference's, bit for bit."""
+        """The names of the outcome's arrays that are the reference's (the same values and signs
+        of zero; a NaN is a NaN, whatever its payload: they are written the same)."""
         ref = self.reference
-        return [name for name, expected in _SIDES
-                if _same_bytes(getattr(self.first, name), getattr(ref, expected))]
-
-
-def _same_bytes(a, b) -> bool:
-    return a is not None and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        return [name for name, expected in _SIDES if identical(getattr(self.first, name), getattr(ref, expected))]
