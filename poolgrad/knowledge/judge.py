@@ -35,9 +35,8 @@ def judge(candidates: list[Finding], observation) -> Judgement:
     arrays are no worse than ``impact`` says (a verdict claim checks nothing else, so a result
     off by more than rounding is never credited to a rounding finding)."""
     o = observation
-    verdict = o.verdict.verdict
-    scope = [f for f in candidates
-             if f.in_scope(o.op, o.dtype, o.properties, o.call_elements, lambda: o.call_properties)]
+    verdict, properties, elements, call_properties = o.verdict.verdict, o.properties, o.call_elements, lambda: o.call_properties
+    scope = [f for f in candidates if f.in_scope(o.op, o.dtype, properties, elements, call_properties)]
     if verdict in SKIPPED_VERDICTS and not any(f.verdict == verdict for f in scope):
         return Judgement("skipped", [], scope, [])
     if verdict == "reordered":

@@ -107,7 +107,7 @@ class Result:
     def to_record(self) -> dict:
         """The record, a JSON-ready dict: every field, null where unset, except a field that is
         never null (a reverse-mode result has no mode), which is left out."""
-        return {f.name: v for f in _RESULT if (v := getattr(self, f.name)) is not None or _NONE in RESULT_FIELDS[f.name]}
+        return {name: v for name, v in self.__dict__.items() if v is not None or name not in _NEVER_NULL}
 
 
 _RESULT = dataclasses.fields(Result)
@@ -133,6 +133,7 @@ AGAINST_EXPECTED = {f.name: f.metadata["against"] for f in _RESULT if f.metadata
 RESULT_FIELDS = {f.name: _json_types(_HINTS[f.name]) for f in _RESULT}
 # Fields a writer may leave out; they read as null.
 OPTIONAL = frozenset(f.name for f in _RESULT if not f.metadata["required"])
+_NEVER_NULL = frozenset(name for name, types in RESULT_FIELDS.items() if type(None) not in types)
 
 _STR, _DICT, _LIST, _NONE = str, dict, list, type(None)
 

@@ -20,13 +20,8 @@ from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
 from poolgrad.verdicts import ad_modes, claims
-from poolgrad.verdicts.compare import identical
 
 from .call import FrameworkCall, op_name
-
-# The record's arrays a reference array stands against (reports.schema.AGAINST_EXPECTED).
-_SIDES = (("forward", "expected_forward"), ("grad_input", "expected_grad_input"))
-
 
 class Observation:
     """``outcomes``: the first run and its repeats; ``mode``: the derivative checked, "backward"
@@ -38,6 +33,7 @@ class Observation:
         self.case, self.target, self.mode = case, target, mode
         self.call = FrameworkCall.alone(target, case) if call is None else call
         self.first, self.repeats = outcomes[0], outcomes[1:]
+        self.op, self.dtype = op_name(case), case.spec.dtype  # asked by every finding of the target
         self._claims: dict[tuple, bool] = {}
 
     @functools.cached_property
@@ -56,14 +52,6 @@ class Observation:
         return verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=self.repeats,
                                  reference=self.reference,
                                  index_layout=fw.index_layouts.get(self.target.variant) if fw else None)
-
-    @property
-    def op(self) -> str:
-        return op_name(self.case)
-
-    @property
-    def dtype(self) -> str:
-        return self.case.spec.dtype
 
     @functools.cached_property
     def properties(self) -> frozenset[str]:
@@ -116,7 +104,5 @@ class Observation:
 
     @functools.cached_property
     def as_expected(self) -> list[str]:
-        """The names of the outcome's arrays that are the reference's (the same values and signs
-        of zero; a NaN is a NaN, whatever its payload: they are written the same)."""
-        ref = self.reference
-        return [name for name, expected in _SIDES if identical(getattr(self.first, name), getattr(ref, expected))]
+        """The names of the outcome's arrays that are the reference's."""
+        return claims.as_expected(self.reference, self.first)

@@ -1,6 +1,7 @@
-"""The questions the knowledge base asks of one outcome (poolgrad/knowledge/judge.py), answered
-by the verdict engine: whether the outcome is the reference's result under a claim's (partial)
-policies, and whether it differs from the reference by no more than rounding."""
+"""The questions a check asks of one outcome besides its verdict, answered by the verdict engine:
+which of its arrays are the reference's (the record names them), and for the knowledge base
+(poolgrad/knowledge/judge.py) whether the outcome is the reference's result under a claim's
+(partial) policies and whether it differs from the reference by no more than rounding."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from .classify import close
 from .compare import identical, within
 from .extended_policies import Policy
 from .sums import routes_as
+
+
+def as_expected(ref: CaseReference, outcome) -> list[str]:
+    """The names of ``outcome``'s arrays that are the reference's (the same values and signs of
+    zero; a NaN is a NaN, whatever its payload: they are written the same)."""
+    return [name for name, want in (("forward", ref.expected_forward), ("grad_input", ref.expected_grad_input))
+            if _same_bytes(getattr(outcome, name), want) or identical(getattr(outcome, name), want)]
+
+
+def _same_bytes(got, want) -> bool:
+    """The same bytes (most outcomes' arrays are the reference's: no elementwise comparison)."""
+    return got is not None and got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
 
 
 def holds(ref: CaseReference, outcome, mode: str, forward: dict, gradient: dict) -> bool:
