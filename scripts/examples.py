@@ -37,7 +37,8 @@ from poolgrad.knowledge.machine import Machine
 from poolgrad.knowledge.scope import features_hold
 from poolgrad.reports.records import read_results
 from poolgrad.reports.schema import mode_of as record_mode
-from poolgrad.suite.check import case_properties, op_name
+from poolgrad.suite.call import op_name
+from poolgrad.suite.check import case_properties
 from poolgrad.suite.machine import completed
 from poolgrad.suite.replay import case_of, judge_record
 

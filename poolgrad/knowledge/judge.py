@@ -25,33 +25,33 @@ class Judgement:
 SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device")
 
 
-def judge(candidates: list[Finding], op: str, dtype: str, properties, verdict: str, message: str, holds,
-          call_elements: int = 0, call_properties=lambda: frozenset(),
-          shows_no_more_than=lambda impact: True) -> Judgement:
+def judge(candidates: list[Finding], observation) -> Judgement:
     """The outcome of one result. ``candidates``: the findings of its target
-    (Knowledge.for_target); ``holds(forward_policy, gradient_policy) -> bool``: whether the
-    result equals the reference under those (partial) policies; ``call_elements``: the
-    input elements of the framework call the case ran in; ``call_properties()``: the
-    properties of all cases of that call; ``shows_no_more_than(impact)``: whether the
-    result's arrays are no worse than ``impact`` says (a verdict claim checks nothing else,
-    so a result off by more than rounding is never credited to a rounding finding)."""
-    scope = [f for f in candidates if f.in_scope(op, dtype, properties, call_elements, call_properties)]
+    (Knowledge.for_target); ``observation``: the result (poolgrad/suite/observation.py), which
+    says what the case and its framework call are (op, dtype, properties, call_elements,
+    call_properties), what the verdict engine calls it (verdict) and answers the claims'
+    questions: ``holds(forward_policy, gradient_policy)``, whether the result equals the
+    reference under those (partial) policies, and ``shows_no_more_than(impact)``, whether its
+    arrays are no worse than ``impact`` says (a verdict claim checks nothing else, so a result
+    off by more than rounding is never credited to a rounding finding)."""
+    o = observation
+    verdict, properties, elements, call_properties = o.verdict.verdict, o.properties, o.call_elements, lambda: o.call_properties
+    scope = [f for f in candidates if f.in_scope(o.op, o.dtype, properties, elements, call_properties)]
     if verdict in SKIPPED_VERDICTS and not any(f.verdict == verdict for f in scope):
         return Judgement("skipped", [], scope, [])
     if verdict == "reordered":
         # Sums in another order than the spec's: the findings that claim that order, bit for
         # bit (verdicts/sums.py), explain it; otherwise it passes as the spec's routing.
-        explained = _credited([f for f in scope if f.claims_policy and "accumulate" in f.gradient],
-                              verdict, message, holds)
+        explained = _credited([f for f in scope if f.claims_policy and "accumulate" in f.gradient], o)
         if explained:
             return Judgement("expected", explained, scope, [])
     if verdict in ("conforms", "reordered"):
         # Canonical behaviour never fails, nor canonical routing whose sums another order
         # rounded; a finding that predicted otherwise is reported.
-        return Judgement("pass", [], scope, [f for f in scope if not _claim_holds([f], verdict, message, holds)])
-    explained = (_credited([f for f in scope if f.claims_policy], verdict, message, holds)
-                 or _credited([f for f in scope if not f.claims_policy and shows_no_more_than(f.impact)],
-                              verdict, message, holds, compose=False))
+        return Judgement("pass", [], scope, [f for f in scope if not _claim_holds([f], o)])
+    explained = (_credited([f for f in scope if f.claims_policy], o)
+                 or _credited([f for f in scope if not f.claims_policy and o.shows_no_more_than(f.impact)],
+                              o, compose=False))
     if explained:
         return Judgement("expected", explained, scope, [])
     if verdict in SKIPPED_VERDICTS:
@@ -59,13 +59,13 @@ def judge(candidates: list[Finding], op: str, dtype: str, properties, verdict: s
     return Judgement("behaviour_changed" if scope else "fail", [], scope, scope)
 
 
-def _credited(findings: list[Finding], verdict: str, message: str, holds, compose: bool = True) -> list[Finding]:
+def _credited(findings: list[Finding], observation, compose: bool = True) -> list[Finding]:
     """The claims that take the credit for a result ([] where none explains it). Policy claims
     compose: the largest set whose claims hold together explains it (a smaller set where a wider
     finding's trigger changed nothing); a failure claim stands alone. Among the sets of that size
     that hold, the most specific wins, then the worst impact; never the order of the files."""
     for r in range(len(findings), 0, -1) if compose else (1,):
-        holding = [list(c) for c in itertools.combinations(findings, r) if _claim_holds(list(c), verdict, message, holds)]
+        holding = [list(c) for c in itertools.combinations(findings, r) if _claim_holds(list(c), observation)]
         if holding:
             return min(holding, key=_credit_order)
     return []
@@ -77,13 +77,14 @@ def _credit_order(findings: list[Finding]) -> tuple:
     return -sum(f.specificity for f in findings), -worst, sorted(f.id for f in findings)
 
 
-def _claim_holds(findings: list[Finding], verdict: str, message: str, holds) -> bool:
+def _claim_holds(findings: list[Finding], observation) -> bool:
+    verdict = observation.verdict.verdict
     if not all(f.claims_policy for f in findings):
-        return all(f.matches_failure(verdict, message) for f in findings)
+        return all(f.matches_failure(verdict, observation.verdict.message) for f in findings)
     if verdict not in ("conforms", "reordered", "policy", "inconsistent", "inconsistent_modes", "wrong"):
         return False
     forward, gradient = {}, {}
     for f in findings:
         forward.update(f.forward)
         gradient.update(f.gradient)
-    return holds(forward, gradient)
+    return observation.holds(forward, gradient)

@@ -152,19 +152,15 @@ class ResultsWriter:
 
 def against_case(rec: dict) -> dict:
     """A result as it is written against its case, the inverse of :func:`restore`: without the
-    case's fields (CASE_FIELDS: its case record holds them), an array equal to the reference's
-    named in ``as_expected``, one that differs in a few cells as ``<name>_changes``. A worker
-    sends its results in this form (the first of a case with the case's fields) and a writer
-    writes it; a result already in it comes back the same."""
-    out = {k: v for k, v in rec.items() if k not in CASE_FIELDS}
-    same = list(rec.get("as_expected") or ())
+    case's fields (CASE_FIELDS: its case record holds them), the arrays that are the
+    reference's (named in ``as_expected``) left out, one that differs in a few cells as
+    ``<name>_changes``. A worker sends its results in this form (the first of a case with the
+    case's fields) and a writer writes it; a result already in it comes back the same."""
+    same = rec.get("as_expected") or ()
+    out = {k: v for k, v in rec.items() if k not in CASE_FIELDS and k not in same}
     for name, ref in AGAINST_EXPECTED.items():
-        got, want = rec.get(name), rec.get(ref)
+        got, want = out.get(name), rec.get(ref)
         if got is None or want is None:
-            continue
-        if got is want or got == want:  # check shares the case's encoding where the bits agree
-            same.append(name)
-            del out[name]
             continue
         g, w = np.array(got, dtype=object).ravel(), np.array(want, dtype=object).ravel()
         if g.shape == w.shape:
@@ -172,19 +168,18 @@ def against_case(rec: dict) -> dict:
             if 2 * len(changed) < g.size:  # a pair per changed cell: cheaper only when few change
                 out[f"{name}_changes"] = [[i, g[i]] for i in changed]
                 del out[name]
-    if same:
-        out["as_expected"] = same
     return out
 
 
 def restore(rec: dict, case: dict) -> dict:
-    """A result with its case's fields and its arrays whole again (the inverse of against_case)."""
+    """A result with its case's fields and its arrays whole again (the inverse of against_case);
+    ``as_expected`` still names the arrays that are the reference's."""
     # A case record holds what its writer moved there (older writers: the arrays only).
     out = {**rec, **{f: case[f] for f in CASE_FIELDS if case.get(f) is not None}}
     for f in CASE_DEFAULTS:  # left out where it was the case's; written null where null
         if f not in rec:
             out[f] = case.get(f)
-    for name in out.pop("as_expected", None) or ():
+    for name in out.get("as_expected") or ():
         out[name] = case[AGAINST_EXPECTED[name]]
     for name, ref in AGAINST_EXPECTED.items():
         changes = out.pop(f"{name}_changes", None)

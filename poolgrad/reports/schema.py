@@ -7,6 +7,9 @@ Validation is structural (keys, types, enumerations); arrays are checked only as
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+
 SCHEMA = "poolgrad-results/1"
 
 VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
@@ -18,30 +21,121 @@ NOT_DIVERGENT = frozenset({"conforms", "reordered", "unsupported", "not_installe
 # Verdicts that say nothing about a target's behaviour (it did not run the case).
 NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
 OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")
-# What a case is, the same for every target: written once per case (a "case" record).
-CASE_FIELDS = ("family", "op", "spec", "dtype", "shape", "input", "grad_output", "expected_forward",
-               "expected_grad_input")
-# A framework array and the case's reference array it is written against: a result record
-# leaves out an array equal to the reference (``as_expected``) or writes only the cells that
-# differ (``<name>_changes``: [flat index, value] pairs).
-AGAINST_EXPECTED = {"forward": "expected_forward", "grad_input": "expected_grad_input"}
-# Result fields that are the same for most targets of a case (the call's other cases are the
-# group's, whatever the target): the case record holds the first result's value, and a result
-# leaves the field out where it equals it.
-CASE_DEFAULTS = ("call_properties", "call_shape", "run_id")
-# Result fields a writer leaves out where they are derived: framework, variant and device from
-# the target (framework-variant-device), empty lists as nothing to list.
-FROM_TARGET = ("framework", "variant", "device")
-EMPTY_AS_ABSENT = ("findings", "contradicts", "races", "differing_cells")
-ARRAY_FIELDS = ("input", "grad_output", "forward", "expected_forward", "grad_input",
-                "expected_grad_input", "indices",
-                # AD modes: the mode's derivative (jvp's tangent output, double backward's by
-                # grad_output), the reference's, and double backward's by the input
-                "derivative", "expected_derivative", "grad_grad_input")
 
-_STR, _NUM, _BOOL, _DICT, _LIST, _NONE = str, (int, float), bool, dict, list, type(None)
-# Non-finite errors are written as the array strings ("inf", "nan"), see records.write_record.
-_METRIC = (int, float, str, _NONE)
+
+def _field(*roles: str, required: bool = False, against: str | None = None, default=None):
+    """A result field: ``roles`` say how a writer treats it (Result), ``required`` that a record
+    must have it, ``against`` the case's reference array it is written against."""
+    return dataclasses.field(default=default, metadata={"roles": frozenset(roles), "required": required,
+                                                        "against": against})
+
+
+_Metric = typing.Union[int, float, str, None]  # non-finite errors are the array strings ("inf", "nan")
+
+
+@dataclasses.dataclass(kw_only=True)
+class Result:
+    """A result record: one (case, target) check in one mode. Its fields are the schema: their
+    types are what a record may hold (validate), their roles how a writer writes them
+    (ResultsWriter, records.against_case):
+
+    - ``case``: what a case is, the same for every target, written once per case (a ``case``
+      record);
+    - ``case_default``: the same for most targets of a case (the call's other cases are the
+      group's, whatever the target): the case record holds the first result's value, and a
+      result leaves the field out where it equals it;
+    - ``from_target``: left out where derived from the target (framework-variant-device);
+    - ``empty_as_absent``: an empty list is left out (nothing to list);
+    - ``array``: an array (nested lists in channels-first layout, records.py);
+    - ``text``: a repeating text, written once as a ``text`` record and named by its id.
+
+    A framework array ``against`` a reference array is left out where it is the reference's (the
+    check names it in ``as_expected``) or written as the cells that differ (``<name>_changes``:
+    [flat index, value] pairs)."""
+
+    record: str = _field(required=True, default="result")
+    run_id: str = _field("case_default")
+    case_id: str = _field(required=True)
+    family: str = _field("case")
+    op: str = _field("case")
+    spec: dict = _field("case")
+    dtype: str = _field("case")
+    shape: list | None = _field("case")
+    framework: str = _field("from_target")
+    framework_version: str = _field(required=True)
+    variant: str = _field("from_target")
+    device: str = _field("from_target")
+    target: str = _field("text", required=True)
+    verdict: str = _field("text", required=True)
+    policy: dict | None = _field(required=True)
+    forward_policy: dict | None = _field()
+    valid_subgradient: bool | None = _field()
+    findings: list | None = _field("empty_as_absent")
+    contradicts: list | None = _field("empty_as_absent")
+    races: list | None = _field("empty_as_absent")
+    # the one known-divergence entry of results written before the knowledge base
+    expected: dict | None = _field()
+    outcome: str = _field(required=True)
+    # the worst impact of the findings that explain it (knowledge.impacts.IMPACTS; null: none stated)
+    impact: str | None = _field()
+    input: list | None = _field("case", "array")
+    grad_output: list | None = _field("case", "array")
+    forward: list | None = _field("array", against="expected_forward")
+    expected_forward: list | None = _field("case", "array")
+    grad_input: list | None = _field("array", against="expected_grad_input")
+    expected_grad_input: list | None = _field("case", "array")
+    indices: list | None = _field("array")
+    # AD modes: the mode's derivative (jvp's tangent output, double backward's by grad_output),
+    # the reference's, and double backward's by the input
+    derivative: list | None = _field("array")
+    expected_derivative: list | None = _field("array")
+    grad_grad_input: list | None = _field("array")
+    max_abs_error: _Metric = _field()
+    max_ulp_error: _Metric = _field()
+    differing_cells: list | None = _field("empty_as_absent")
+    message: str = _field("text", required=True)
+    framework_message: str | None = _field("text")
+    call_properties: list | None = _field("case_default")
+    duration_s: int | float | None = _field()
+    call_shape: list | None = _field("case_default")
+    mode: str = _field()   # "backward" (reverse mode; absent in older results), "jvp", "double_backward"
+    # the arrays (of those written against a reference array) that are the reference's
+    as_expected: list | None = _field()
+    forward_changes: list | None = _field()
+    grad_input_changes: list | None = _field()
+
+    def to_record(self) -> dict:
+        """The record, a JSON-ready dict: every field, null where unset, except a field that is
+        never null (a reverse-mode result has no mode), which is left out."""
+        return {name: v for name, v in self.__dict__.items() if v is not None or name not in _NEVER_NULL}
+
+
+_RESULT = dataclasses.fields(Result)
+_HINTS = typing.get_type_hints(Result)
+
+
+def _named(role: str) -> tuple[str, ...]:
+    return tuple(f.name for f in _RESULT if role in f.metadata["roles"])
+
+
+def _json_types(hint) -> tuple:
+    """The JSON values a field's annotation allows (str | None: a string or null)."""
+    return typing.get_args(hint) or (hint,)
+
+
+CASE_FIELDS = _named("case")
+CASE_DEFAULTS = _named("case_default")
+FROM_TARGET = _named("from_target")
+EMPTY_AS_ABSENT = _named("empty_as_absent")
+ARRAY_FIELDS = _named("array")
+TEXT_FIELDS = _named("text")
+AGAINST_EXPECTED = {f.name: f.metadata["against"] for f in _RESULT if f.metadata["against"]}
+RESULT_FIELDS = {f.name: _json_types(_HINTS[f.name]) for f in _RESULT}
+# Fields a writer may leave out; they read as null.
+OPTIONAL = frozenset(f.name for f in _RESULT if not f.metadata["required"])
+_NEVER_NULL = frozenset(name for name, types in RESULT_FIELDS.items() if type(None) not in types)
+
+_STR, _DICT, _LIST, _NONE = str, dict, list, type(None)
 
 ENVIRONMENT_FIELDS = {
     "record": _STR, "schema": _STR, "run_id": _STR, "shard": (_STR, _NONE),
@@ -49,38 +143,13 @@ ENVIRONMENT_FIELDS = {
     "numpy": _STR, "platform": _STR, "cpu": _STR, "cpu_features": (_LIST, _NONE),
     "frameworks": _DICT, "env_switches": _DICT,
 }
-RESULT_FIELDS = {
-    "record": _STR, "run_id": _STR, "case_id": _STR, "family": _STR, "op": _STR, "spec": _DICT,
-    "dtype": _STR, "framework": _STR, "framework_version": _STR, "variant": _STR, "device": _STR,
-    "target": _STR, "verdict": _STR, "policy": (_DICT, _NONE), "forward_policy": (_DICT, _NONE),
-    "valid_subgradient": (_BOOL, _NONE), "findings": (_LIST, _NONE), "contradicts": (_LIST, _NONE),
-    "races": (_LIST, _NONE),
-    # "expected": the one known-divergence entry of results written before the knowledge base
-    "expected": (_DICT, _NONE), "outcome": _STR,
-    # the worst impact of the findings that explain it (knowledge.impacts.IMPACTS; null: none stated)
-    "impact": (_STR, _NONE),
-    **{name: (_LIST, _NONE) for name in ARRAY_FIELDS},
-    "max_abs_error": _METRIC, "max_ulp_error": _METRIC, "differing_cells": (_LIST, _NONE),
-    "message": _STR, "framework_message": (_STR, _NONE), "shape": (_LIST, _NONE),
-    "call_properties": (_LIST, _NONE), "duration_s": (*_NUM, _NONE), "call_shape": (_LIST, _NONE),
-    "mode": _STR,   # "backward" (reverse mode; absent in older results), "jvp", "double_backward"
-    "as_expected": (_LIST, _NONE), **{f"{name}_changes": (_LIST, _NONE) for name in AGAINST_EXPECTED},
-}
-# Fields a writer may leave out; they read as null.
-OPTIONAL = frozenset({*ARRAY_FIELDS, "impact", "max_abs_error", "max_ulp_error", "differing_cells",
-                      "forward_policy", "valid_subgradient", "findings", "contradicts", "races", "expected", "framework_message", "shape", "call_properties", "duration_s",
-                      "call_shape", "mode", "as_expected", *(f"{name}_changes" for name in AGAINST_EXPECTED),
-                      # written once per case, in its case record (read back into each result)
-                      "family", "op", "spec", "dtype", "shape", "run_id", *FROM_TARGET})
 # A finding's summary, written once per file before the first result it explains; results
 # name it by id.
 FINDING_FIELDS = {"record": _STR, "id": _STR, "title": _STR, "link": _STR, "impact": _STR,
                   "upstream": _LIST}  # typed references: {type, url, title, state, note}
 # Finding fields that results written before them lack.
 FINDING_OPTIONAL = frozenset({"impact", "upstream"})
-# Result fields whose texts repeat: a writer writes each text once, as a ``text`` record, and
-# the result names its integer id.
-TEXT_FIELDS = ("target", "verdict", "message", "framework_message")
+# A result's repeating text (TEXT_FIELDS), written once; results name its integer id.
 TEXT_RECORD_FIELDS = {"record": _STR, "id": int, "text": _STR}
 # (case, target) pairs the target has no call for (its framework's plan): one record per
 # target and reason, naming the cases; read back as one ``unsupported`` result per case.

@@ -68,6 +68,7 @@ def result(case_id: str, family: str, spec: dict, x: np.ndarray, g: np.ndarray, 
         "input": encode_array(x), "grad_output": encode_array(g), "forward": encode_array(fwd),
         "expected_forward": encode_array(fwd), "grad_input": encode_array(got),
         "expected_grad_input": encode_array(ref), "indices": None,
+        "as_expected": ["forward", *([] if cells else ["grad_input"])],
         "max_abs_error": float(np.nanmax(np.abs(ref.astype(np.float64) - got.astype(np.float64)), initial=0.0)),
         "max_ulp_error": None, "differing_cells": cells, "message": message or verdict, "duration_s": 0.001,
     }

@@ -35,8 +35,6 @@ class Verdict:
     policy: dict | None = None            # backward policy that explains the gradient
     forward_policy: dict | None = None    # policy that explains the forward output
     valid_subgradient: bool | None = None  # max-type only
-    expected_forward: np.ndarray | None = None
-    expected_grad_input: np.ndarray | None = None
     max_abs_error: float | None = None
     max_ulp_error: float | None = None
     differing_in: str | None = None       # "forward" or "grad_input": where differing_cells are
