@@ -2,7 +2,7 @@
 
 One pool per pytest process. A framework's worker starts on first use and stays warm across
 calls; frameworks never share a process, so their thread pools, import order and memory do
-not meet. A variant the registry gives a worker of its own (Keras on a backend) gets one. A worker that dies or hangs turns the affected cases into CRASH / TIMEOUT outcomes
+not meet. A variant the registry gives a worker of its own (a layer library on a backend) gets one. A worker that dies or hangs turns the affected cases into CRASH / TIMEOUT outcomes
 and is restarted on the next call.
 
 Not thread-safe: call it from one thread.
@@ -23,13 +23,13 @@ from .worker import Lost, Worker
 START_TIMEOUT_S = 300.0  # spawning plus importing a framework; generous for cold disks
 
 # What the registered frameworks declare for their workers (WorkerEnvironment), set in every
-# worker whichever framework it runs: a worker may load another framework (Keras its backend),
+# worker whichever framework it runs: a worker may load another framework (a layer library its backend),
 # and a variable a framework does not read changes nothing for it.
 _DECLARED = [fw.worker_environment for fw in registry.FRAMEWORKS.values()]
 
 # One compute thread per framework, for runs that already keep every core busy (-n 2 on two
-# cores): there, OpenMP barriers wait on descheduled threads. Measured on a loaded 2-core box,
-# torch's eager max_pool2d on a tiny input took 64 ms per call with 2 threads and 0.7 ms with 1.
+# cores): there, OpenMP barriers wait on descheduled threads, and a tiny pooling call waits far
+# longer for its threads than it computes.
 # Results are not expected to depend on it (CPU pooling kernels split work across planes).
 # OpenMP's and MKL's own variables, then each framework's thread pools'.
 ONE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -50,7 +50,6 @@ def compile_cache_env(root: str | Path) -> dict[str, str]:
     The frameworks key their caches on the program, the compile options and their own
     versions, so a hit returns what compiling again would return and only compile time
     differs: a rerun of the catalogue on the same machine skips C++ builds and LLVM codegen
-    (measured: JAX's compile-bound part about 7x faster).
     """
     root = Path(root)
     return {k: v for declared in _DECLARED if declared.compile_cache
@@ -142,8 +141,8 @@ class WorkerPool:
             outcome = self._own_crash(outcome, lambda: self._call(target, spec, x, g, timeout_s, call.method,
                                                                    call.stacked()))
         if outcome.status in (CRASH, ERROR) and len(xs) > 1:
-            # One member's input can fail the whole call (torch.compile's max_pool kernels
-            # assert on an all -inf padded window): each case is rerun on its own, so only the
+            # One member's input can fail the whole call (a compiled kernel's assertion on an
+            # all -inf padded window): each case is rerun on its own, so only the
             # cases that fail by themselves are recorded as failing.
             return [self._alone(target, spec, xi, gi, len(x), timeout_s, call.member(i))
                     for i, (xi, gi) in enumerate(zip(xs, gs))]

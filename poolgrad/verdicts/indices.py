@@ -1,4 +1,4 @@
-"""Judging the indices a max-pool path returns (torch return_indices, TF's argmax): each
+"""Judging the indices a max-pool path returns (return_indices, an argmax output): each
 window's index must point at an element holding the forward's value, and scattering the
 upstream gradient through the indices must give the framework's own gradient."""
 
@@ -12,8 +12,8 @@ from poolgrad.reference.dtypes import round_to
 from .compare import same_bits
 
 # How a framework writes an index, by the name its adapter registers (poolgrad/adapters/registry.py):
-#   plane                 the flat position within the window's (n, c) plane (torch)
-#   image_channels_last   (spatial flat position) * C + c within the n-th image (TF's argmax)
+#   plane                 the flat position within the window's (n, c) plane
+#   image_channels_last   (spatial flat position) * C + c within the n-th image (a channels-last argmax)
 LAYOUTS = ("plane", "image_channels_last")
 
 
