@@ -23,8 +23,7 @@ from xdist.scheduler import LoadGroupScheduling
 from poolgrad.adapters import registry
 from poolgrad.cases.ids import geometry_tag
 
-from .call import bundle_size
-from .call import op_name
+from .call import bundle_size, op_name
 from .runner import case_and_target
 
 COSTS_PATH = Path(__file__).parent / "data" / "costs.toml"
