@@ -29,3 +29,10 @@ class Knowledge(list):
             views = (f.in_mode(mode) for f in self.for_target(framework, variant, device, version, machine))
             self._by_target[key] = [f for f in views if f is not None]
         return self._by_target[key]
+
+    def undefined(self, framework, variant, device, version, machine: Machine, op: str, dtype: str) -> Finding | None:
+        """The finding that calls this target's call of ``op`` in ``dtype`` undefined (it reads or
+        writes memory it does not own: it may hang or corrupt the process), or None. Such a
+        claim scopes by target, op and dtype only: it is asked before any case runs."""
+        return next((f for f in self.for_target(framework, variant, device, version, machine)
+                     if f.verdict == "undefined" and f.in_scope(op, dtype, frozenset())), None)

@@ -48,11 +48,6 @@ DATA_FORMATS = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 CHANNELS_LAST_RANKS = {"max_pool": (2, 3), "avg_pool": (2, 3), "lp_pool": (1, 2),
                        "adaptive_avg_pool": (2, 3), "adaptive_max_pool": ()}
 
-# The functions whose converted program (to_static) takes a bfloat16 input to pool2d: the others
-# raise TypeError building the program (pool3d, lp_pool2d and max_pool*_with_index have no bfloat16
-# CPU kernel, avg_pool1d and lp_pool1d check the dtype in Python), a missing kernel as in eager.
-STATIC_BFLOAT16_POOL2D = ("max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d")
-
 # Only avg pooling has a double-backward kernel (pool2d_double_grad); paddle's forward mode
 # (paddle.incubate.autograd.jvp) is built on double backward, so no variant runs it.
 AD_MODES = {"double_backward": ("eager",)}
@@ -198,11 +193,6 @@ def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
     if spec.is_segment:
         return _segments(spec)
     rank = len(shape) - 2
-    if variant == "to_static" and spec.dtype == "bfloat16" and f"{spec.op}{rank}d" in STATIC_BFLOAT16_POOL2D:
-        return Unsupported(f"to_static in bfloat16: the converted program runs paddle's pool2d on a bfloat16 input, "
-                           f"and its result is undefined: on a CPU with avx512_bf16 a call hangs, dies of SIGSEGV, "
-                           f"raises or drops planes' gradients, varying from call to call (measured with paddle "
-                           f"3.3.1); not run: no finding can claim it")
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS[spec.op]:
