@@ -23,7 +23,8 @@ def spec(op="segment_max_pool", **ids):
 
 
 @pytest.mark.parametrize("planner, variant, api", [
-    (torch_plan, "scatter_reduce", "scatter_reduce"), (torch_plan, "pyg", "global_max_pool"),
+    (torch_plan, "scatter_reduce", "scatter_reduce"), (torch_plan, "scatter_reduce_compile", "scatter_reduce"),
+    (torch_plan, "pyg", "global_max_pool"),
     (jax_plan, "segment", "segment_max"), (jax_plan, "segment_jit", "segment_max"),
     (tf_plan, "segment", "segment_max"), (tf_plan, "unsorted_segment_function", "unsorted_segment_max"),
     (poolgrad_paddle, "segment", "segment_max"),
@@ -35,7 +36,8 @@ def test_segment_variants_plan_the_function_users_call(planner, variant, api):
 
 
 @pytest.mark.parametrize("planner, segment_variant, other", [
-    (torch_plan, "scatter_reduce", "eager"), (jax_plan, "segment", "jit"), (tf_plan, "unsorted_segment", "function"),
+    (torch_plan, "scatter_reduce", "eager"), (torch_plan, "scatter_reduce_compile", "compile"), (jax_plan, "segment", "jit"),
+    (tf_plan, "unsorted_segment", "function"),
     (poolgrad_paddle, "segment", "eager"),
 ])
 def test_segment_ops_run_only_in_segment_variants_and_those_only_them(planner, segment_variant, other):
