@@ -27,6 +27,7 @@ def spec(op="segment_max_pool", **ids):
     (torch_plan, "pyg", "global_max_pool"),
     (jax_plan, "segment", "segment_max"), (jax_plan, "segment_jit", "segment_max"),
     (tf_plan, "segment", "segment_max"), (tf_plan, "unsorted_segment_function", "unsorted_segment_max"),
+    (tf_plan, "segment_xla", "segment_max"), (tf_plan, "unsorted_segment_xla", "unsorted_segment_max"),
     (poolgrad_paddle, "segment", "segment_max"),
 ])
 def test_segment_variants_plan_the_function_users_call(planner, variant, api):
@@ -47,7 +48,7 @@ def test_segment_ops_run_only_in_segment_variants_and_those_only_them(planner, s
 
 
 @pytest.mark.parametrize("planner, variant", [(tf_plan, "segment"), (tf_plan, "segment_function"),
-                                              (poolgrad_paddle, "segment")])
+                                              (tf_plan, "segment_xla"), (poolgrad_paddle, "segment")])
 def test_sorted_only_apis_refuse_unsorted_ids_and_trailing_empty_segments(planner, variant):
     assert "sorted" in planner.plan(spec(**UNSORTED), variant, (1, 1, 4)).reason
     refused = planner.plan(spec(**TRAILING), variant, (1, 1, 3))
