@@ -66,7 +66,7 @@ SCRIPT = "upstream.py.j2"
 MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
 VERIFY_TIMEOUT = 120  # seconds a reproducer is given when a draft checks its input
-RAISES = ("error", "unsupported", "crash", "timeout", "undefined")  # verdicts whose behaviour is that the call raises or dies
+RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviour is that the call raises or dies
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
 # value, the spec, policies, verdict and impact names. A draft holds none of it.
@@ -163,7 +163,7 @@ def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
         x=literal(x, 4), g=literal(g, 4), t=literal(direction(spec, x), 4) if mode == "jvp" else None,
         expected=dict_code({k: literal(v, 8) for k, v in want.items()}), rtol=rtol, atol=atol,
         divisor=_divisor(spec, geom), special=bool((~np.isfinite(values)).any()),
-        crash=f.verdict in ("crash", "timeout", "undefined"), raises=raises)
+        crash=f.verdict in ("crash", "timeout"), raises=raises)
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
@@ -275,8 +275,9 @@ def returns(f: Finding, claim: dict | None, want: dict) -> str:
         return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
     if f.verdict in ("crash", "timeout"):
         return "the process dies or hangs in the call"
-    if f.verdict == "undefined":
-        return "the call reads or writes memory it does not own: it hangs, dies or returns arrays that change from call to call"
+    if f.verdict == "undefined":  # the reproducer compares what it returned: a call that dies exits non-zero too
+        return ("the call reads or writes memory it does not own: it hangs, dies or returns arrays that change "
+                "from call to call")
     if f.verdict == "unsupported":
         return "the call refuses the input"
     differ = {side: got for side, got in (claim or {}).items() if side in want and not identical(got, want[side])}

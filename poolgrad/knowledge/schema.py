@@ -89,9 +89,6 @@ def parse_finding(raw: dict, index: int, base: Path = Path()) -> Finding:
         raise FindingsError(f"finding {fid!r}: verdict 'policy' needs a policy, forward or gradient table")
     if verdict != "policy" and (forward or gradient):
         raise FindingsError(f"finding {fid!r}: a {verdict!r} claim takes no policy tables")
-    if verdict == "undefined" and (when or when_call or raw.get("min_call_elements")):
-        raise FindingsError(f"finding {fid!r}: an 'undefined' claim is asked before any case runs: scope it by "
-                            f"framework, variants, devices, ops and dtypes, not 'when', 'when_call' or 'min_call_elements'")
     error = raw.get("error")
     if error is not None:
         if not isinstance(error, dict) or set(error) - {"type", "message"}:
