@@ -102,8 +102,9 @@ BUNDLE = "run_bundle"
 class Adapter:
     """What an adapter module's ``ADAPTER`` provides (duck-typed; subclassing is optional).
 
-    Optional AD modes (an adapter without one answers UNSUPPORTED for it; a framework that
-    has no rule answers UNSUPPORTED with its own message, see unsupported_rule). ``tangent``
+    Optional AD modes (an adapter without one answers UNSUPPORTED for it; a framework whose
+    API takes the call but has no derivative rule for the mode answers ERROR with its own
+    message, as a missing kernel does in reverse mode). ``tangent``
     and ``v`` have x's shape and dtype and come from the case, like grad_output:
 
     ``jvp(spec, variant, device, x, grad_output, tangent) -> Outcome``: forward,
@@ -149,10 +150,3 @@ class ModeMethods:
     def double_backward(self, spec, variant, device, x, grad_output, v) -> Outcome:
         return self._mode("double_backward", spec, variant, device, x, grad_output, v)
 
-
-def unsupported_rule(error: Exception) -> bool:
-    """Whether a framework raised because it has no derivative rule for this mode: a
-    NotImplementedError, a LookupError ('No gradient defined'), or a compiler's autograd refusing
-    double backward by name."""
-    return isinstance(error, (NotImplementedError, LookupError)) or any(
-        s in str(error) for s in ("double backward", "requires create_graph=False"))

@@ -1,5 +1,5 @@
 """The torch adapter's AD modes on tiny cases: each equals torch's own transform computed here
-(torch.func.jvp, autograd.grad with create_graph), and a missing rule is unsupported with
+(torch.func.jvp, autograd.grad with create_graph), and a missing rule is an error with
 torch's own message."""
 
 import numpy as np
@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
-from poolgrad.adapters.base import OK, UNSUPPORTED  # noqa: E402
+from poolgrad.adapters.base import ERROR, OK  # noqa: E402
 from poolgrad.adapters.torch.adapter import ADAPTER  # noqa: E402
 from mode_cases import G, SPEC, T, X  # noqa: E402
 
@@ -39,8 +39,8 @@ def test_double_backward_is_torchs_own(variant):
     np.testing.assert_array_equal(out.grad_grad_input, by_x.numpy())
 
 
-def test_compiled_double_backward_is_unsupported_with_torchs_message():
+def test_compiled_double_backward_is_an_error_with_torchs_message():
     out = ADAPTER.double_backward(SPEC, "compile", "cpu", X, G, T)
-    assert out.status == UNSUPPORTED
+    assert out.status == ERROR
     # AOTAutograd's own refusal, as torch raised it.
     assert out.message.startswith("RuntimeError: ") and "double backward" in out.message, out.message

@@ -99,12 +99,6 @@ def _segment_pool(call: segments.Segments):
     return pool
 
 
-def _no_rule(error: Exception) -> bool:
-    """paddle has no derivative for this mode: pool2d/3d's double grad takes only avg pooling,
-    and the *_with_index grads have no grad op."""
-    return any(s in str(error) for s in ("grad grad only supports avgpool", "doesn't have any grad op"))
-
-
 def _refusal(pool, xt) -> Exception | None:
     """What paddle raised refusing the call's arguments, or None: the forward alone, without
     autograd, raises ValueError or TypeError (its Python API's checks, an op's InferMeta)."""
@@ -197,8 +191,7 @@ class PaddleAdapter(ModeMethods):
             refusal = _refusal(self._pool(name, kw, "eager", x), tensors[0])
             if refusal is not None:
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
-            status = UNSUPPORTED if method != "run" and _no_rule(e) else ERROR
-            return Outcome(status, message=f"{type(e).__name__}: {e}")
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
         out = {k: to_numpy(t) for k, t in result.items() if t is not None}
         if last:  # the mask is paddle's NCHW plane index: return_mask never runs channels-last
             out = {k: np.ascontiguousarray(np.transpose(a, to_first)) for k, a in out.items()}

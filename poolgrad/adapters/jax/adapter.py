@@ -25,7 +25,7 @@ from jax import lax
 
 from poolgrad.reference.geometry import resolve
 
-from ..base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, Unsupported, unsupported_rule
+from ..base import ERROR, NO_DEVICE, NOT_INSTALLED, OK, UNSUPPORTED, Adapter, ModeMethods, Outcome, Unsupported
 from .. import idioms, segments
 from . import JITTED, SEGMENT_VARIANTS, VARIANTS, Reduction, Window, plan
 
@@ -248,8 +248,7 @@ class JaxAdapter(ModeMethods, Adapter):
         except Exception as e:  # whatever JAX raised is the result
             if _refused(spec, variant, x):
                 return Outcome(status=UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
-            status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
-            return Outcome(status=status, message=f"{type(e).__name__}: {e}", info=info)
+            return Outcome(status=ERROR, message=f"{type(e).__name__}: {e}", info=info)
         if variant in JITTED:
             info["compiles"] = self.traces
         return Outcome(status=OK, info=info, **arrays)

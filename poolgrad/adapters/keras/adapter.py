@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported
 from . import VARIANTS, Layer, plan
 
 _BACKEND_ADAPTERS = {"tensorflow": "poolgrad.adapters.tensorflow.adapter", "jax": "poolgrad.adapters.jax.adapter", "torch": "poolgrad.adapters.torch.adapter"}
@@ -138,8 +138,7 @@ class KerasAdapter(ModeMethods):
         except Exception as e:  # whatever Keras or its backend raised is the result
             if _refused(layer, x):
                 return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
-            status = UNSUPPORTED if method != "run" and unsupported_rule(e) else ERROR
-            return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
         return Outcome(OK, info=info, **{k: np.transpose(a, to_first) for k, a in arrays.items()})
 
 

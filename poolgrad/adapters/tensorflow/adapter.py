@@ -23,7 +23,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule  # noqa: E402
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
 from .. import idioms, segments  # noqa: E402
 from . import ENV_SWITCHES, GRAPHS, VARIANTS, Call, plan  # noqa: E402
 from .crop_and_resize import ROI_VARIANTS, adapter as crop_and_resize  # noqa: E402
@@ -277,8 +277,7 @@ class TensorFlowAdapter(ModeMethods):
             info["compiles"] = self.compiles
             if _refused(call, variant, x, to_last, device):
                 return Outcome(UNSUPPORTED, message=f"{type(e).__name__}: {e}", info=info)
-            status = UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR
-            return Outcome(status, message=f"{type(e).__name__}: {e}", info=info)
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}", info=info)
         info["compiles"] = self.compiles
         return Outcome(OK, info=info, **arrays)
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters as dynamo_counters
 
-from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported
 from .. import idioms, segments
 from . import COMPILED, IDIOMS, MODULE_NAMES, SEGMENT_VARIANTS, VARIANTS, plan
 
@@ -192,8 +192,7 @@ class TorchAdapter(ModeMethods):
             refusal = _refusal(spec.op, rank, kw, variant, segments.items(x) if spec.is_segment else x)
             if refusal is not None:  # for compile: torch's own check, without dynamo's wrapping
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
-            return Outcome(UNSUPPORTED if mode is not _reverse and unsupported_rule(e) else ERROR,
-                           message=f"{type(e).__name__}: {e}")
+            return Outcome(ERROR, message=f"{type(e).__name__}: {e}")
 
     def run_bundle(self, specs, variant, device, xs, grad_outputs) -> list[Outcome]:
         """``run`` of each member (base.BUNDLE), a compiled variant's members in one compiled
