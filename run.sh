@@ -55,10 +55,10 @@ case "$mode" in
         setup
         set +e
         "$venv/bin/python" -m pytest poolgrad/conformance -n 2 \
-            --results "$out/results.jsonl" --report-html "$out/report.html" "$@"
+            --results "$out/results.jsonl.gz" --report-html "$out/report.html" "$@"
         rc=$?
         set -e
-        echo "results: $out/results.jsonl"
+        echo "results: $out/results.jsonl.gz"
         echo "report:  $out/report.html"
         exit $rc
         ;;

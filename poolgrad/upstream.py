@@ -275,6 +275,9 @@ def returns(f: Finding, claim: dict | None, want: dict) -> str:
         return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
     if f.verdict in ("crash", "timeout"):
         return "the process dies or hangs in the call"
+    if f.verdict == "undefined":  # the reproducer compares what it returned: a call that dies exits non-zero too
+        return ("the call reads or writes memory it does not own: it hangs, dies or returns arrays that change "
+                "from call to call")
     if f.verdict == "unsupported":
         return "the call refuses the input"
     differ = {side: got for side, got in (claim or {}).items() if side in want and not identical(got, want[side])}

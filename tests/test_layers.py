@@ -9,7 +9,6 @@ rule comes from (poolgrad/reference/). No module is over 400 lines."""
 import ast
 import re
 import tomllib
-from collections import Counter
 from pathlib import Path
 
 from poolgrad.adapters import registry
@@ -50,14 +49,6 @@ NAMED_PLUGIN = _words(PLUGINS - BUILT_IN)
 NAMED_BUILT_IN = _words(BUILT_IN | SPELLED)
 # Frameworks' worker environment variables that name no framework: their records declare them.
 FRAMEWORK_VARIABLES = re.compile(r"(?<![A-Za-z0-9])(PYTORCH|TORCHINDUCTOR|TF|XLA)_\w+")
-# Core files whose prose still says which built-in framework does what, by how many times: to be
-# said without the framework's name, or moved to the framework's package (issue 39). A file may
-# only lose mentions (then lower its count here).
-PENDING = {
-    "cases/api_paths.py": 7,
-    "cases/coverage.py": 14,
-    "cases/geometry_classes.py": 7,
-}
 
 
 def _imports(path: Path) -> set[str]:
@@ -122,13 +113,10 @@ def test_the_core_names_no_framework_or_kernel_library():
 
 
 def test_the_core_says_which_built_in_framework_a_rule_comes_from_only_in_the_spec():
-    mentions = Counter(rel for rel, text in _core_files() if not rel.startswith(SPEC_SIDE)
-                       for _ in NAMED_BUILT_IN.finditer(text))
-    grown = {rel: n for rel, n in mentions.items() if n > PENDING.get(rel, 0)}
-    assert not grown, ("say it without the framework's name (the framework's package, its findings or "
-                       f"the spec may name it): mentions by file {grown}")
-    shrunk = {rel: mentions[rel] for rel, n in PENDING.items() if mentions[rel] < n}
-    assert not shrunk, f"fewer mentions than PENDING lists: lower it to {shrunk}"
+    mentions = sorted(f"{rel}:{n}: {line.strip()}" for rel, text in _core_files() if not rel.startswith(SPEC_SIDE)
+                      for n, line in enumerate(text.splitlines(), 1) if NAMED_BUILT_IN.search(line))
+    assert not mentions, ("say it without the framework's name (the framework's package, its findings or "
+                          "the spec may name it):\n" + "\n".join(mentions))
 
 
 MAX_LINES = 400

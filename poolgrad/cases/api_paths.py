@@ -1,7 +1,7 @@
 """The API paths' own geometry classes: the rows a path needs beyond its op's value pairs (SAME
 resolved to symmetric and asymmetric pads, ceil_mode with and without overhang, a ceil_mode window
-dropped, a one-element input, explicit pads past torch's limit), from the registered frameworks'
-records (``api_paths``), read on first use."""
+dropped, a one-element input, explicit pads past half the kernel), from the registered
+frameworks' records (``api_paths``), read on first use."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from .geometry_classes import MODEL, PATH_PADDING, SIZES, rows_by_geometry, spec
 def paths() -> dict[str, tuple]:
     """The API paths whose own classes the rows cover, by name: (planner's plan, variant, given
     "SAME" as a string), from the registered frameworks' records (``api_paths``). The pure
-    planners say whether a path takes a geometry. A path several records name (Keras's, whose
-    variant runs on every backend) counts once: a row Keras takes reaches every backend."""
+    planners say whether a path takes a geometry. A path several records name (a multi-backend
+    library's, whose variant runs on every backend) counts once: a row it takes reaches every
+    backend."""
     found = {}
     for fw in registry.FRAMEWORKS.values():
         for name, (variant, same) in fw.api_paths.items():
@@ -30,8 +31,8 @@ def paths() -> dict[str, tuple]:
 
 
 def same_paths() -> tuple[str, ...]:
-    """The paths given padding "SAME" as a string, which resolve it themselves (TF's rule: the odd
-    pad goes after)."""
+    """The paths given padding "SAME" as a string, which resolve it themselves (the spec's SAME rule:
+    the odd pad goes after)."""
     return tuple(name for name, (_, _, same) in paths().items() if same)
 
 
@@ -39,9 +40,9 @@ def same_paths() -> tuple[str, ...]:
 # at an asymmetric SAME pad read two real elements and the pad, where a 2-tap window reads one)
 # first.
 _KERNEL_PREFERENCE = ("3", "input", "2", "1")
-# Then stride classes: windows that do not overlap first. inductor compiles the backward of a
-# stride-1 avg_pool3d for minutes (measured, torch 2.13: 105 s for kernel 3, padding 1,
-# count_include_pad false on 4x4x4; 4 s with stride 3), past the suite's per-call timeout.
+# Then stride classes: windows that do not overlap first: a compiler can take minutes on the
+# backward of a stride-1 3-D average pool, past the suite's per-call timeout, and seconds with
+# stride = kernel.
 _STRIDE_PREFERENCE = ("kernel", "over_kernel", "1")
 
 
@@ -53,9 +54,9 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
     """The API-path classes a valid class row meets: (path, rank, "SAME", "first"|"last" axis,
     "symmetric"|"asymmetric") for each path of same_paths() that takes it, ceil_mode's class for
     each path that takes that, (path, "one_element") for a one-element input, (path, "padding",
-    class) for an explicit pad past torch's limit (PATH_PADDING) that the path takes, (path,
+    class) for an explicit pad past half the kernel (PATH_PADDING) that the path takes, (path,
     "ceil_dropped", "padded"|"unpadded") for a ceil_mode window that would start past the input
-    (PyTorch's rule drops it; a kernel without the rule returns one more output row)."""
+    (the spec's ceil_mode rule drops it; a kernel without the rule returns one more output row)."""
     fields = spec_fields(op, row)
     size = SIZES[row["size"]][row["rank"]]
     spec = PoolSpec.from_dict({"op": f"{op}{row['rank']}d", **fields})

@@ -1,7 +1,7 @@
 """Geometry coverage as data: every pair of boundary values of each op's geometry parameters.
 
 The model (geometry_classes.py) names, per op, the parameters users vary and their boundary values (global
-pooling, kernel = input, stride 1 and > kernel, padding 0 and the largest torch allows, SAME
+pooling, kernel = input, stride 1 and > kernel, padding 0 and half the kernel, SAME
 and asymmetric pads, dilation, ceil_mode with and without an overhanging window, one-element
 and non-square inputs, every rank and dtype). A pairwise covering array (allpairspy), less the
 rows the core rows make unneeded, picks rows so that every *feasible* pair of values meets in
@@ -10,11 +10,11 @@ enumerating the (small) full product. Each row is a framework call (and a compil
 every target, so the array is kept small.
 
 The op's pairs do not promise what each API path distinguishes (a path takes only some rows:
-Keras's layers no ceil_mode, dilation or divisor_override, torch no asymmetric pads), so rows are
+layers APIs no ceil_mode, dilation or divisor_override, some paths no asymmetric pads), so rows are
 added where a path's own classes (api_paths.py) are not met yet: SAME resolving to
 symmetric and to asymmetric pads along the first and along the last spatial axis, in every rank,
 for every path given "SAME" as a string; ceil_mode with and without overhang in every rank for
-every path that takes it; a one-element input for every path; explicit pads past torch's limit
+every path that takes it; a one-element input for every path; explicit pads past half the kernel
 (PATH_PADDING) for every path that takes them.
 
     python -m poolgrad.cases.coverage            print what poolgrad/cases/data/geometries.toml covers
@@ -55,9 +55,9 @@ CORE = {
     "adaptive_avg_pool": [("o3", "odd")],
     "fractional_max_pool": [],   # regions depend on the input's size: see CORE_CLASSES
 }
-# Core rows given as value classes: each kind of fractional region in the one geometry both
-# torch and TensorFlow run (2-D, float32; TensorFlow's op has no half-precision kernel, torch
-# draws windows of one size, TensorFlow partitions or overlaps by one).
+# Core rows given as value classes: each kind of fractional region (fractional_regions) in the
+# one geometry the built-in frameworks' fractional kernels all run (2-D, float32: some have no 3-D
+# kernel, some no half-precision one).
 CORE_CLASSES = {"fractional_max_pool": [{"rank": 2, "size": "odd", "dtype": "float32", "regions": kind}
                                         for kind in ("fixed_size", "partition", "overlapping")]}
 
@@ -85,9 +85,9 @@ def covering_rows(op: str, have=()) -> list[dict]:
     given rows: its whole array beside the core rows made 15 more calls (226 rows against 211).
     Only the array's rows are candidates, so the knowledge base's findings were all measured
     on these geometries; a greedy choice among every valid row needs 181 rows, but its new
-    geometries meet behaviours no finding explains yet (Keras on torch refusing a SAME window
-    larger than a 1-element depth, float32 average sums overflowing in TF, torch.compile's
-    dilated ceil_mode 3-D windows, JAX's NaN scan under asymmetric 3-D padding, ...)."""
+    geometries meet behaviours no finding explains yet (a SAME window larger than a one-element
+    depth refused, float32 average sums overflowing, dilated ceil_mode 3-D windows compiled,
+    NaN from a scan under asymmetric 3-D padding, ...)."""
     n = len(MODEL[op])
     geometries = rows_by_geometry(op)
     todo = value_pairs(valid_rows(op), n).difference(

@@ -16,7 +16,7 @@ from poolgrad.knowledge.judge import Judgement
 
 # Claims that match any divergence (diverging by no fixed rule, adds that race): one of them in
 # scope explains a result whatever else does.
-CATCH_ALL = ("wrong", "nondeterministic")
+CATCH_ALL = ("wrong", "nondeterministic", "undefined")
 
 
 def mode_of(finding: Finding) -> str:

@@ -22,9 +22,9 @@ DTYPES = tuple(REFERENCE_DTYPES)
 _COMMON = {"rank": (1, 2, 3), "size": tuple(SIZES), "dtype": DTYPES}
 _WINDOW = {"kernel": ("1", "2", "3", "input"), "stride": ("1", "kernel", "over_kernel"),
            "padding": ("0", "max", "SAME", "asymmetric"), "ceil_mode": ("off", "overhang", "no_overhang")}
-# Explicit pads past torch's limit (half the kernel), for the paths that take them: TensorFlow's
-# largest (kernel - 1: "needs to be smaller than the window size") and a pad as long as the
-# kernel (windows of padding alone; lax.reduce_window and flax take any). Path rows only: the
+# Explicit pads past half the kernel, where some paths stop, for the paths that take them:
+# kernel - 1 (the largest of paths whose pad must be smaller than the window) and a pad as long
+# as the kernel (windows of padding alone, for paths that take any pad). Path rows only: the
 # pairwise array keeps the op's own boundary values.
 PATH_PADDING = ("over_half", "kernel")
 # Parameters and boundary values per op (order matters only for reading the rows).
@@ -35,8 +35,8 @@ MODEL = {
     "lp_pool": {**_COMMON, **{k: v for k, v in _WINDOW.items() if k != "padding"}, "norm_type": ("1", "2", "3")},
     "adaptive_max_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
     "adaptive_avg_pool": {**_COMMON, "output_size": ("1", "input", "half", "non_dividing", "over_input")},
-    # Regions as each framework draws them (fractional_regions); 2-D and 3-D, the ranks torch
-    # and TensorFlow have. A one-element dim has one region whatever the kind: not a class.
+    # Regions as frameworks draw them (fractional_regions); 2-D and 3-D, the ranks fractional
+    # pooling kernels have. A one-element dim has one region whatever the kind: not a class.
     "fractional_max_pool": {"rank": (2, 3), "size": ("even", "odd", "non_square"), "dtype": DTYPES,
                             "regions": ("fixed_size", "partition", "overlapping")},
 }
@@ -44,11 +44,12 @@ MODEL = {
 
 def fractional_regions(kind: str, length: int) -> list[list[int]]:
     """One dim's regions of a kind, about 2/3 as many as the input is long (Graham's ratio
-    between 1 and 2): "partition" TensorFlow's non-overlapping regions, boundaries
-    floor(i * L / out) (steps of floor(L / out) and one more); "overlapping" the same, each
-    region one past the next boundary; "fixed_size" torch's, windows of 2 spread over the
-    input, starts floor(i * (L - 2) / (out - 1)), the last at L - 2, at most L - 2 of them
-    (torch's 3-D kernel refuses out + kernel - 1 = L, its 2-D kernel takes it)."""
+    between 1 and 2), in the encodings SPEC.md's "Fractional regions" names: "partition" a
+    pooling sequence's non-overlapping regions, boundaries floor(i * L / out) (steps of
+    floor(L / out) and one more); "overlapping" the same, each region one past the next
+    boundary; "fixed_size" windows of 2 spread over the input, starts
+    floor(i * (L - 2) / (out - 1)), the last at L - 2, at most L - 2 of them (out + kernel - 1
+    = L, the spec's fractional_unit_steps, is refused by some kernels: their findings say which)."""
     out = -(-2 * length // 3)
     if kind == "fixed_size":
         out = max(1, min(out, length - 2))

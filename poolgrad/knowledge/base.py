@@ -29,3 +29,13 @@ class Knowledge(list):
             views = (f.in_mode(mode) for f in self.for_target(framework, variant, device, version, machine))
             self._by_target[key] = [f for f in views if f is not None]
         return self._by_target[key]
+
+    def undefined(self, framework, variant, device, version, machine: Machine, op: str, dtype: str) -> Finding | None:
+        """The finding that calls every call of this target's ``op`` in ``dtype`` undefined (it
+        reads or writes memory it does not own: it may hang or corrupt the process), or None:
+        asked before any case runs, so only a claim scoped by target, op and dtype answers; one
+        scoped by what a case or call holds (when, when_call, min_call_elements) explains the
+        result of a call that was made."""
+        return next((f for f in self.for_target(framework, variant, device, version, machine)
+                     if f.verdict == "undefined" and not (f.when or f.when_call or f.min_call_elements)
+                     and f.in_scope(op, dtype, frozenset())), None)

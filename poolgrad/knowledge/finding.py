@@ -94,8 +94,13 @@ class Finding:
         one whose modes disagree (inconsistent_modes: one side follows no rule), and one whose
         indices point at no element of the forward (inconsistent_indices). A "nondeterministic"
         claim (adds that race, as GPU atomics do) matches what "wrong" does, results that differ
-        between repeats, and a conforming result too: the race can land on the spec's order."""
+        between repeats, and a conforming result too: the race can land on the spec's order. An
+        "undefined" claim (the call reads or writes memory it does not own) matches every result:
+        arrays, an error, a crash or a hang, whatever the memory held; a run does not make such a
+        call unless asked (--run-undefined)."""
         diverged = ("policy", "inconsistent", "inconsistent_modes", "inconsistent_indices", "wrong")
+        if self.verdict == "undefined":
+            return True
         if self.verdict == "wrong":
             return verdict in diverged
         if self.verdict == "nondeterministic":

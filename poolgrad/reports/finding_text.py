@@ -128,6 +128,8 @@ def reproduce_command(f: Finding) -> str | None:
     args = ["poolgrad", "--example", f.id, "--frameworks", f.framework, "--variants", variant, "--devices", device]
     if "backward" not in f.modes:
         args += ["--ad-modes", "all"]
+    if f.verdict == "undefined":  # a run makes no such call unless asked
+        args += ["--run-undefined"]
     if f.impact in IMPACTS:  # a known behaviour passes; at its own impact it fails, named
         args += ["--fail-on", f.impact]
     return shlex.join(args)

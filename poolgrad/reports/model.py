@@ -27,7 +27,7 @@ from .schema import MODES, NOT_RUN, VERDICTS, case_label, mode_of
 # Worst first: a cell takes the colour of its worst verdict.
 SEVERITY = ("crash", "wrong", "inconsistent", "inconsistent_indices", "inconsistent_modes", "nondeterministic", "error",
             "timeout", "policy",
-            "reordered", "unsupported", "no_device", "not_installed", "conforms")
+            "reordered", "not_run", "unsupported", "no_device", "not_installed", "conforms")
 OUTCOME_ORDER = ("behaviour_changed", "fail", "expected", "pass", "skipped")
 UNEXPLAINED = ("behaviour_changed", "fail")
 # A matrix cell's text: its results by outcome, in words (unexplained failures first).

@@ -356,11 +356,12 @@ def _joined_result(rec: dict, cases: dict, findings: dict) -> dict:
 
 def unsupported_results(rec: dict) -> list[dict]:
     """The result records an ``unsupported`` record stands for, one per case it names."""
+    verdict = rec.get("verdict", "unsupported")
     return [validate({"record": "result", "run_id": rec["run_id"], "case_id": case_id, "target": rec["target"],
                       **target_fields(rec["target"]), "framework_version": rec.get("framework_version") or "",
-                      "verdict": "unsupported", "outcome": "skipped", "policy": None,
+                      "verdict": verdict, "outcome": "skipped", "policy": None,
                       "call_shape": None, "call_properties": None,  # no call was made
-                      "message": f"unsupported: {rec['reason']}", "framework_message": rec["reason"]})
+                      "message": f"{verdict.replace('_', ' ')}: {rec['reason']}", "framework_message": rec["reason"]})
             for case_id in rec["case_ids"]]
 
 

@@ -17,9 +17,9 @@ SCHEMA = "poolgrad-results/1"
 # Verdicts of a result that ran: the framework's arrays are its behaviour.
 RAN = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "nondeterministic")
 # Verdicts that are not a divergence: the target agrees with the spec or did not run the case.
-NOT_DIVERGENT = frozenset({"conforms", "reordered", "unsupported", "not_installed", "no_device"})
+NOT_DIVERGENT = frozenset({"conforms", "reordered", "unsupported", "not_installed", "no_device", "not_run"})
 # Verdicts that say nothing about a target's behaviour (it did not run the case).
-NOT_RUN = frozenset({"unsupported", "not_installed", "no_device"})
+NOT_RUN = frozenset({"unsupported", "not_installed", "no_device", "not_run"})
 OUTCOMES = ("pass", "expected", "behaviour_changed", "fail", "skipped")
 
 
@@ -154,7 +154,9 @@ TEXT_RECORD_FIELDS = {"record": _STR, "id": int, "text": _STR}
 # (case, target) pairs the target has no call for (its framework's plan): one record per
 # target and reason, naming the cases; read back as one ``unsupported`` result per case.
 UNSUPPORTED_FIELDS = {"record": _STR, "run_id": _STR, "target": _STR, "framework_version": (_STR, _NONE),
-                      "reason": _STR, "case_ids": _LIST}
+                      "reason": _STR, "case_ids": _LIST, "verdict": _STR}
+# An unsupported record's verdict: the path has no call, or its call is not made (undefined).
+UNSUPPORTED_VERDICTS = ("unsupported", "not_run")
 
 
 class RecordError(ValueError):
@@ -217,7 +219,10 @@ def validate(rec) -> dict:
         _check_fields(rec, FINDING_FIELDS, FINDING_OPTIONAL)
         return rec
     if kind == "unsupported":
-        _check_fields(rec, UNSUPPORTED_FIELDS, frozenset({"framework_version"}))
+        _check_fields(rec, UNSUPPORTED_FIELDS, frozenset({"framework_version", "verdict"}))
+        if rec.get("verdict", "unsupported") not in UNSUPPORTED_VERDICTS:
+            raise RecordError(f"field 'verdict': an unsupported record's is one of {', '.join(UNSUPPORTED_VERDICTS)}, "
+                              f"got {rec['verdict']!r}")
         return rec
     if kind == "text":
         _check_fields(rec, TEXT_RECORD_FIELDS, frozenset())

@@ -81,15 +81,6 @@ def tie_case(dtype: str = "float32"):
     return {"op": "max_pool2d", "kernel_size": 2, "stride": 1, "dtype": dtype}, x, g
 
 
-def direct_tie(adapter, framework: str, variant: str) -> dict:
-    """The record of what ``adapter`` itself computes for tie_case (float32, cpu) on ``variant``:
-    a plugin's reproducer test checks that the script reprints exactly this gradient."""
-    spec, x, g = tie_case("float32")
-    out = adapter.run(PoolSpec.from_dict(spec), variant, "cpu", x, g)
-    return result(f"tie-{variant}", "ties_overlap", spec, x, g, framework=framework, variant=variant,
-                  run_id="direct", grad_input=out.grad_input, version=adapter.version())
-
-
 def reprinted(rec: dict, directory: Path) -> tuple[dict, str]:
     """(what the record's reproducer script prints, its stderr), the script run as a user runs it:
     ``python repro.py`` in ``directory``."""

@@ -55,7 +55,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     j = judge(knowledge.for_mode(target.framework, target.variant, target.device, version or "", machine, mode), o)
     v = o.verdict
     observed = v.verdict + (f" ({policy_text(v.policy)})" if v.policy and v.verdict != "conforms" else "")
-    impact = at_least(worst_impact(j.explained_by), o.observed_and_expected)
+    impact = at_least(worst_impact(j.explained_by), o.observed_and_expected, o.verdict.verdict)
     if j.outcome == "expected":
         message = f"known: {' + '.join(f.id for f in j.explained_by)} ({observed}); impact {impact or 'not stated'}"
     elif j.outcome == "behaviour_changed":

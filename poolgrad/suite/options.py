@@ -42,6 +42,9 @@ def add_options(parser) -> None:
     g.addoption("--fuzz", type=int, default=0, metavar="N", help="add N hypothesis-generated cases per target; a divergence is shrunk and written as a case file")
     g.addoption("--fuzz-out", default="out/fuzz", metavar="DIR", help="where --fuzz writes the case files of divergences it found")
     g.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="seconds a framework call may take before it is 'timeout'")
+    g.addoption("--run-undefined", action="store_true",
+                help="make the calls a finding calls undefined (they read or write memory they do not own: they may hang, "
+                     "crash or return garbage); by default their results are 'not_run'")
     g.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (1-based); shards partition the run deterministically")
     g.addoption("--ad-modes", default="default", choices=("default", "all", "none"),
                 help="forward-mode and double-backward checks (test_jvp, test_double_backward): 'default' on the tie, "

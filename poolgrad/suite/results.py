@@ -106,6 +106,7 @@ class Results:
                 if reason is not None:
                     named.setdefault((target, reason), []).append(case_id)
         return [{"record": "unsupported", "run_id": run.run_id, "target": target.id, "reason": reason,
+                 "verdict": "not_run" if run.not_run(reason) else "unsupported",
                  "framework_version": (self.frameworks_seen.get(target.framework, {}).get("version")
                                        or registry.installed_version(target.framework)),
                  "case_ids": case_ids}
@@ -134,7 +135,7 @@ class Results:
     def finish(self) -> list[str]:
         """Close the results, write reports; returns lines for the terminal summary."""
         for rec in self.unsupported_records():
-            self._count("skipped", "unsupported", len(rec["case_ids"]))
+            self._count("skipped", rec["verdict"], len(rec["case_ids"]))
             self._emit(rec)
         self._emit(self.environment_record())
         lines = []

@@ -38,6 +38,7 @@ class Run:
         self._tests: list | None = None
         self._draws: dict = {}
         self._unsupported: dict[tuple, str | None] = {}
+        self._not_run: set[str] = set()  # the reasons of pairs whose call is undefined (verdict not_run)
         self._units: dict[str, str] | None = None
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
@@ -77,13 +78,34 @@ class Run:
         return (case, *self._draws.get(case, ()))
 
     def unsupported(self, target, spec, shape) -> str | None:
-        """Why ``target`` has no call for ``spec`` on an input of ``shape`` (its framework's
-        plan, adapters.registry.plan), or None. A pair without a call is no test item: the
-        controller writes its result once per target and reason (Results.unsupported_records)."""
+        """Why ``target`` makes no call for ``spec`` on an input of ``shape``, or None: its
+        framework's plan has none (adapters.registry.plan), or a finding calls the call undefined
+        and --run-undefined was not given (``not_run``). A pair without a call is no test item:
+        the controller writes its result once per target and reason (Results.unsupported_records)."""
         key = (target, spec, tuple(shape[1:]))
         if key not in self._unsupported:
-            self._unsupported[key] = registry.unsupported(target, spec, shape)
+            reason = registry.unsupported(target, spec, shape)
+            if reason is None and not self.config.getoption("run_undefined"):
+                reason = self._undefined(target, f"{spec.op}{len(shape) - 2}d", spec.dtype)
+            self._unsupported[key] = reason
         return self._unsupported[key]
+
+    def _undefined(self, target, op: str, dtype: str) -> str | None:
+        from .machine import machine
+        finding = self.knowledge.undefined(target.framework, target.variant, target.device,
+                                           registry.installed_version(target.framework) or "",
+                                           machine(target.framework), op, dtype)
+        if finding is None:
+            return None
+        reason = (f"{finding.id}: {finding.title}; the call's behaviour is undefined, so it is not made "
+                  f"(--run-undefined makes it)")
+        self._not_run.add(reason)
+        return reason
+
+    def not_run(self, reason: str) -> bool:
+        """Whether pairs refused for ``reason`` (unsupported) have a call that is not made because
+        a finding calls it undefined (verdict not_run), not a call the API lacks."""
+        return reason in self._not_run
 
     def units(self) -> dict[str, str]:
         """Test case id -> its work unit (suite/scheduling.py, units), the same in every process."""

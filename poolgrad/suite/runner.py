@@ -15,9 +15,10 @@ from .call import FrameworkCall, Groups, bundle_size, differs_alone
 
 
 def case_and_target(item):
-    """(case, target) of a collected conformance test, else None (the project's other tests)."""
+    """(case, target) of a collected conformance test, else None (the project's other tests, and
+    the placeholder pytest collects where no pair has a call: its parameters are unset)."""
     cs = getattr(item, "callspec", None)
-    if cs and "case" in cs.params and "target" in cs.params:
+    if cs and isinstance(cs.params.get("target"), Target):
         return cs.params["case"], cs.params["target"]
     return None
 

@@ -8,7 +8,7 @@ import numpy as np
 from poolgrad.json_values import encode_array, float_to_json
 
 VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
-            "timeout", "nondeterministic", "not_installed", "no_device")
+            "timeout", "nondeterministic", "not_installed", "no_device", "not_run")
 
 
 def json_value(v):

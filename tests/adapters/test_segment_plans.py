@@ -23,10 +23,12 @@ def spec(op="segment_max_pool", **ids):
 
 
 @pytest.mark.parametrize("planner, variant, api", [
-    (torch_plan, "scatter_reduce", "scatter_reduce"), (torch_plan, "pyg", "global_max_pool"),
+    (torch_plan, "scatter_reduce", "scatter_reduce"), (torch_plan, "scatter_reduce_compile", "scatter_reduce"),
+    (torch_plan, "pyg", "global_max_pool"),
     (jax_plan, "segment", "segment_max"), (jax_plan, "segment_jit", "segment_max"),
     (tf_plan, "segment", "segment_max"), (tf_plan, "unsorted_segment_function", "unsorted_segment_max"),
-    (poolgrad_paddle, "segment", "segment_max"),
+    (tf_plan, "segment_xla", "segment_max"), (tf_plan, "unsorted_segment_xla", "unsorted_segment_max"),
+    (poolgrad_paddle, "segment", "segment_max"), (poolgrad_paddle, "segment_to_static", "segment_max"),
 ])
 def test_segment_variants_plan_the_function_users_call(planner, variant, api):
     call = planner.plan(spec(), variant, (1, 2, 5))
@@ -35,8 +37,9 @@ def test_segment_variants_plan_the_function_users_call(planner, variant, api):
 
 
 @pytest.mark.parametrize("planner, segment_variant, other", [
-    (torch_plan, "scatter_reduce", "eager"), (jax_plan, "segment", "jit"), (tf_plan, "unsorted_segment", "function"),
-    (poolgrad_paddle, "segment", "eager"),
+    (torch_plan, "scatter_reduce", "eager"), (torch_plan, "scatter_reduce_compile", "compile"), (jax_plan, "segment", "jit"),
+    (tf_plan, "unsorted_segment", "function"),
+    (poolgrad_paddle, "segment", "eager"), (poolgrad_paddle, "segment_to_static", "to_static"),
 ])
 def test_segment_ops_run_only_in_segment_variants_and_those_only_them(planner, segment_variant, other):
     assert "segment variants" in planner.plan(spec(), other, (1, 2, 5)).reason
@@ -45,7 +48,8 @@ def test_segment_ops_run_only_in_segment_variants_and_those_only_them(planner, s
 
 
 @pytest.mark.parametrize("planner, variant", [(tf_plan, "segment"), (tf_plan, "segment_function"),
-                                              (poolgrad_paddle, "segment")])
+                                              (tf_plan, "segment_xla"), (poolgrad_paddle, "segment"),
+                                              (poolgrad_paddle, "segment_to_static")])
 def test_sorted_only_apis_refuse_unsorted_ids_and_trailing_empty_segments(planner, variant):
     assert "sorted" in planner.plan(spec(**UNSORTED), variant, (1, 1, 4)).reason
     refused = planner.plan(spec(**TRAILING), variant, (1, 1, 3))

@@ -66,8 +66,10 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 165: TensorFlow detectors' crop_and_resize + max_pool2d (issue 40): infinite pixels interpolate to NaN
     # 166: FractionalMaxPool's type list without float16 and bfloat16 (issue 38: an error, which
     # the planner had refused as unsupported)
+    # 167-169: compiled segment and RoI pooling (issue 40): TensorFlow's XLA unsorted segment max skips NaN,
+    # and the bridge has no kernel for the sorted segment ops nor for crop_and_resize
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 166
+    assert 25 <= len(own) <= 169
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 

@@ -93,5 +93,7 @@ def test_tensorflow_plans_the_spec_points():
     # crop_and_resize's first and last points, from float32 corners: the spec's, exactly
     np.testing.assert_array_equal(corners[:, 0] * (height - 1), points.y[:, 0])
     np.testing.assert_array_equal(corners[:, 3] * (width - 1), points.x[:, -1])
-    assert plan(case.spec, "crop_and_resize_max_function", case.input.shape).function
+    function, xla = (plan(case.spec, f"crop_and_resize_max_{v}", case.input.shape) for v in ("function", "xla"))
+    assert function.function and not function.jit_compile and xla.function and xla.jit_compile
+    assert xla.boxes == call.boxes
     assert "roi_align" in plan(case.spec, "crop_and_resize", case.input.shape).reason

@@ -23,6 +23,7 @@ Segment pooling (segment_max_pool, segment_avg_pool) runs in a variant of its ow
 (items, features) data (poolgrad/adapters/segments.py):
   segment        paddle.geometric.segment_max / segment_mean in dynamic mode (sorted ids; the
                  output ends at the largest id, so trailing empty segments are Unsupported)
+  segment_to_static  the same converted by paddle.jit.to_static(full_graph=True), as to_static
 
 A spec paddle has no argument for (dilation, lp_pool3d, divisor_override in 1-D, ...) is
 Unsupported with the reason, never emulated.
@@ -41,24 +42,21 @@ from poolgrad.reference.geometry import resolve
 
 from . import roi
 
-VARIANTS = ("eager", "channels_last", "return_mask", "to_static", "segment")
-SEGMENT_VARIANTS = ("segment",)
+VARIANTS = ("eager", "channels_last", "return_mask", "to_static", "segment", "segment_to_static")
+SEGMENT_VARIANTS = ("segment", "segment_to_static")
+# The variants converted to a static program (paddle.jit.to_static).
+STATIC_VARIANTS = ("to_static", "segment_to_static")
 # paddle's data_format for a channels-last input of each rank, and the functions that take one
 DATA_FORMATS = {1: "NLC", 2: "NHWC", 3: "NDHWC"}
 CHANNELS_LAST_RANKS = {"max_pool": (2, 3), "avg_pool": (2, 3), "lp_pool": (1, 2),
                        "adaptive_avg_pool": (2, 3), "adaptive_max_pool": ()}
-
-# The functions whose converted program (to_static) takes a bfloat16 input to pool2d: the others
-# raise TypeError building the program (pool3d, lp_pool2d and max_pool*_with_index have no bfloat16
-# CPU kernel, avg_pool1d and lp_pool1d check the dtype in Python), a missing kernel as in eager.
-STATIC_BFLOAT16_POOL2D = ("max_pool1d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d")
 
 # Only avg pooling has a double-backward kernel (pool2d_double_grad); paddle's forward mode
 # (paddle.incubate.autograd.jvp) is built on double backward, so no variant runs it.
 AD_MODES = {"double_backward": ("eager",)}
 # Seconds per batching group, cold, on 2 cores (a catalogue run's durations over its groups, paddle 3.3.1):
 # to_static converts and builds a program per group; return_mask includes restarts after its crashes.
-COSTS = {"to_static": 0.06, "return_mask": 0.017, "eager": 0.01, "channels_last": 0.005}
+COSTS = {"to_static": 0.06, "segment_to_static": 0.06, "return_mask": 0.017, "eager": 0.01, "channels_last": 0.005}
 # Environment variables paddle reads at start that change which pooling kernels run (oneDNN's).
 ENV_SWITCHES = ("FLAGS_use_onednn", "FLAGS_use_mkldnn", "FLAGS_tracer_onednn_ops_on",
                 "FLAGS_tracer_onednn_ops_off", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
@@ -198,11 +196,6 @@ def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
     if spec.is_segment:
         return _segments(spec)
     rank = len(shape) - 2
-    if variant == "to_static" and spec.dtype == "bfloat16" and f"{spec.op}{rank}d" in STATIC_BFLOAT16_POOL2D:
-        return Unsupported(f"to_static in bfloat16: the converted program runs paddle's pool2d on a bfloat16 input, "
-                           f"and its result is undefined: on a CPU with avx512_bf16 a call hangs, dies of SIGSEGV, "
-                           f"raises or drops planes' gradients, varying from call to call (measured with paddle "
-                           f"3.3.1); not run: no finding can claim it")
     if spec.op == "fractional_max_pool":
         return _fractional(spec, variant, shape)
     if variant == "channels_last" and rank not in CHANNELS_LAST_RANKS[spec.op]:

@@ -50,7 +50,7 @@ if faulthandler.is_enabled():  # its handlers sit under paddle's: registered aga
 from poolgrad.adapters import segments  # noqa: E402
 from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
 
-from . import ENV_SWITCHES, VARIANTS, function_name, plan  # noqa: E402
+from . import ENV_SWITCHES, STATIC_VARIANTS, VARIANTS, function_name, plan  # noqa: E402
 from .roi import ROI_VARIANTS, adapter as roi  # noqa: E402
 
 
@@ -190,11 +190,11 @@ class PaddleAdapter(ModeMethods):
         else:
             arrays = [np.ascontiguousarray(np.transpose(a, to_last)) if last else a for a in (x, grad_output, *extra)]
         tensors = [to_paddle(a, place) for a in arrays]
-        pool = _segment_pool(kw) if segmented else self._pool(function_name(spec, x.shape), kw, variant, x)
+        name = kw.api if segmented else function_name(spec, x.shape)
         try:
-            result = _MODES[method](pool, not segmented and "return_mask" in kw, *tensors)
+            result = _MODES[method](self._pool(name, kw, variant, x), not segmented and "return_mask" in kw, *tensors)
         except Exception as e:  # whatever paddle raised is the result
-            refusal = _refusal(pool if segmented else _call(function_name(spec, x.shape), kw), tensors[0])
+            refusal = _refusal(self._pool(name, kw, "eager", x), tensors[0])
             if refusal is not None:
                 return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
             status = UNSUPPORTED if method != "run" and _no_rule(e) else ERROR
@@ -207,12 +207,16 @@ class PaddleAdapter(ModeMethods):
         return segments.as_planes(outcome, *x.shape[:2]) if segmented else outcome
 
     def _pool(self, name, kw, variant, x):
-        if variant != "to_static":
-            return _call(name, kw)
+        """The call of ``name`` (a paddle.nn.functional or paddle.geometric function), converted to
+        a static program in the static variants."""
+        segmented = isinstance(kw, segments.Segments)
+        call = _segment_pool(kw) if segmented else _call(name, kw)
+        if variant not in STATIC_VARIANTS:
+            return call
         # Keyed on what makes paddle build another program, so each entry converts once.
-        key = (name, tuple(sorted(kw.items())), x.shape, x.dtype.str)
+        key = (name, kw if segmented else tuple(sorted(kw.items())), x.shape, x.dtype.str)
         if key not in self._static:
-            self._static[key] = paddle.jit.to_static(_fresh_code(_call(name, kw)), full_graph=True)
+            self._static[key] = paddle.jit.to_static(_fresh_code(call), full_graph=True)
         return self._static[key]
 
 

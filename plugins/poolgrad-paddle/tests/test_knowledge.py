@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import numpy as np
 import pytest
 
-import poolgrad_paddle
-from poolgrad.cases.case_file import load_case_file
 from poolgrad.knowledge import sources
-from poolgrad.reports import synthetic
-
-FINDINGS = Path(poolgrad_paddle.__file__).parent / "findings.toml"
+from poolgrad.reports import plugin_checks
 
 
 def test_poolgrads_knowledge_base_holds_the_plugins_findings():
-    mine = {f.id for f in sources.load() if f.framework == "paddle"}
-    assert mine and mine == {f.id for f in sources.load(FINDINGS, history=None)}
+    plugin_checks.assert_the_knowledge_base_holds_its_findings("paddle")
 
 
 def test_a_finding_of_older_releases_is_bounded_by_the_lanes_history():
@@ -29,20 +20,10 @@ def test_a_finding_of_older_releases_is_bounded_by_the_lanes_history():
 
 
 def test_each_example_is_a_case_file_naming_its_finding():
-    with_examples = [f for f in sources.load(FINDINGS, history=None) if f.example is not None]
-    assert with_examples
-    for f in with_examples:
-        assert load_case_file(f.example), f.id
-        assert f.id in json.loads(f.example.read_text())["description"], f.id
-        assert f.example.parent == FINDINGS.parent / "examples"
+    plugin_checks.assert_each_example_is_a_case_file_naming_its_finding("paddle")
 
 
 @pytest.mark.parametrize("variant", ["eager", "channels_last", "return_mask", "to_static"])
 def test_the_reproducer_reprints_what_the_adapter_computed(variant, tmp_path):
     pytest.importorskip("paddle")
-    from poolgrad_paddle.adapter import ADAPTER
-
-    rec = synthetic.direct_tie(ADAPTER, "paddle", variant)
-    printed, stderr = synthetic.reprinted(rec, tmp_path)
-    assert printed["gradient"]["actual"] == rec["grad_input"], stderr[-2000:]
-    assert np.asarray(rec["grad_input"]).shape == synthetic.tie_case()[1].shape
+    plugin_checks.assert_the_reproducer_reprints_what_the_adapter_computed("paddle", variant, tmp_path)

@@ -24,11 +24,11 @@ draw (steps other than floor(L / out) and one more, a first region not at 0, a l
 at L) are Unsupported; so are float16 and bfloat16, which the op has no kernel for.
 
 Segment pooling (segment_max_pool, segment_avg_pool) runs in variants of its own over the
-(items, features) data (adapters/segments.py), eager and in tf.function:
-  segment, segment_function                      tf.math.segment_max / segment_mean (sorted
+(items, features) data (adapters/segments.py), eager, in tf.function and with XLA:
+  segment, segment_function, segment_xla         tf.math.segment_max / segment_mean (sorted
                   ids; the output ends at the largest id, so trailing empty segments are Unsupported)
-  unsorted_segment, unsorted_segment_function    tf.math.unsorted_segment_max / _mean (any ids,
-                  num_segments)
+  unsorted_segment, unsorted_segment_function, unsorted_segment_xla
+                  tf.math.unsorted_segment_max / _mean (any ids, num_segments)
 
 Padding is passed as the string "SAME"/"VALID" when the spec resolves (reference.geometry) to
 exactly those pads for this input, else as explicit pairs; inputs are never pre-padded to
@@ -51,11 +51,14 @@ from ..base import Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches",
-            "segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
-SEGMENT_VARIANTS = ("segment", "segment_function", "unsorted_segment", "unsorted_segment_function")
+            "segment", "segment_function", "segment_xla", "unsorted_segment", "unsorted_segment_function",
+            "unsorted_segment_xla")
+SEGMENT_VARIANTS = ("segment", "segment_function", "segment_xla", "unsorted_segment", "unsorted_segment_function",
+                    "unsorted_segment_xla")
 # The variants traced by tf.function, and whether with XLA (jit_compile).
 GRAPHS = {"function": False, "xla": True, "reduce_function": False, "reduce_xla": True,
-          "segment_function": False, "unsorted_segment_function": False}
+          "segment_function": False, "segment_xla": True, "unsorted_segment_function": False,
+          "unsorted_segment_xla": True}
 IDIOMS = ("reduce", "reduce_function", "reduce_xla", "reshape", "patches")
 API_PATHS = {"tf.nn": ("eager", True), "tf.nn.max_pool_with_argmax": ("with_argmax", True)}
 

@@ -165,10 +165,12 @@ _MODES = {"run": _reverse, "jvp": _jvp, "double_backward": _double_backward}
 # them (InvalidArgumentError: "Top padding 3 needs to be smaller than the window size 2",
 # "tensor_in must not be empty"), and the XLA bridge refuses what it does not implement
 # (UnimplementedError: "XLA does not support pooling ops with explicit padding"). A missing kernel
-# (NotFoundError) and an input dtype outside the op's type list (_NO_DTYPE) are errors of a call
-# the user writes as the spec says, as in every framework's dtype without a kernel.
+# (NotFoundError; under XLA an op the bridge has no kernel for, which it reports as
+# InvalidArgumentError) and an input dtype outside the op's type list are errors of a call the user
+# writes as the spec says, as in every framework's dtype without a kernel (_NO_KERNEL).
 _REFUSALS = (ValueError, TypeError, tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
-_NO_DTYPE = re.compile(r"attr 'T' of \w+ is not in the list of allowed values|has DataType \w+ not in list of allowed values")
+_NO_KERNEL = re.compile(r"attr 'T' of \w+ is not in the list of allowed values"
+                        r"|has DataType \w+ not in list of allowed values|No registered '\w+' OpKernel for XLA_\w+_JIT devices")
 
 
 def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> bool:
@@ -183,7 +185,7 @@ def _refused(call: Call, variant: str, x: np.ndarray, to_last, device: str) -> b
         with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
             forward(tf.constant(np.zeros_like(np.transpose(x, to_last))))
     except _REFUSALS as e:
-        return not _NO_DTYPE.search(str(e))
+        return not _NO_KERNEL.search(str(e))
     except Exception:  # noqa: BLE001 - anything else the forward raises is no refusal
         return False
     return False

@@ -14,6 +14,9 @@ Segment pooling (segment_max_pool, segment_avg_pool) runs in variants of its own
 (items, features) data (adapters/segments.py):
   scatter_reduce  torch.zeros(num_segments, F).scatter_reduce(0, ids, x, reduce="amax" | "mean",
                   include_self=False)
+  scatter_reduce_compile  torch.compile(<that call>, dynamic=False): what a GNN user compiling a
+                  model gets (PyG's global max pool is the same call); inductor runs the forward as
+                  aten's kernel (a fallback for amax / mean) and lowers the traced backward formula
   pyg             PyTorch Geometric's torch_geometric.nn.global_max_pool / global_mean_pool(x,
                   batch=ids, size=num_segments), what its aggr="max" / "mean" layers call too
                   (torch_geometric/utils/_scatter.py: scatter): max is the scatter_reduce above
@@ -55,20 +58,24 @@ from ..base import Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
-            "unfold", "scatter_reduce", "pyg")
-SEGMENT_VARIANTS = ("scatter_reduce", "pyg")
-SEGMENT_APIS = {"scatter_reduce": "scatter_reduce", "pyg": "global_{reduce}_pool"}
+            "unfold", "scatter_reduce", "scatter_reduce_compile", "pyg")
+SEGMENT_VARIANTS = ("scatter_reduce", "scatter_reduce_compile", "pyg")
+SEGMENT_APIS = {"scatter_reduce": "scatter_reduce", "scatter_reduce_compile": "scatter_reduce",
+                "pyg": "global_{reduce}_pool"}
+# The variants torch.compile runs, and the variant whose eager call each compiles.
+COMPILED = {"compile": "eager", "scatter_reduce_compile": "scatter_reduce"}
 # The idioms' reductions, by variant: which ops they compute (a global variant only one).
 GLOBAL_OPS = {"amax": ("adaptive_max_pool",), "max_dim": ("adaptive_max_pool",), "mean": ("adaptive_avg_pool",)}
 API_PATHS = {"torch": ("eager", False)}  # F.*_pool: explicit pads only
 
 # What the suite records and schedules by (poolgrad/adapters/registry.py, Framework).
 AD_MODES = {"jvp": ("eager", "compile", "amax", "max_dim"), "double_backward": ("eager", "amax", "max_dim")}
-# inductor: two C++ kernels (forward, backward) per group, in a bundle of BUNDLES["compile"] groups
-COSTS = {"compile": 1.1, "keras": 0.05, "keras_global": 0.05, "keras_global_cf": 0.05}
+# inductor: two C++ kernels (forward, backward) per group, in a bundle of BUNDLES["compile"] groups;
+# a segment group's backward is several kernels (gather, eq, scatter_add, div, mul)
+COSTS = {"compile": 1.1, "scatter_reduce_compile": 3.2, "keras": 0.05, "keras_global": 0.05, "keras_global_cf": 0.05}
 # torch.compile's reverse mode compiles several groups' calls as one function (adapter.py, run_bundle):
 # inductor's cost per compiled graph is paid once for them.
-BUNDLES = {"compile": 8}
+BUNDLES = {"compile": 8, "scatter_reduce_compile": 8}
 ENV_SWITCHES = ("TORCHINDUCTOR_FREEZING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", *onednn.ISA_CAP_SWITCHES)
 # Its CPU kernels may go through oneDNN; the adapter reports whether torch has it as "mkldnn".
 DISPATCH = onednn.OneDNN("mkldnn")

@@ -20,7 +20,7 @@ from torch._dynamo.utils import counters as dynamo_counters
 
 from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported, unsupported_rule
 from .. import idioms, segments
-from . import IDIOMS, MODULE_NAMES, SEGMENT_VARIANTS, VARIANTS, plan
+from . import COMPILED, IDIOMS, MODULE_NAMES, SEGMENT_VARIANTS, VARIANTS, plan
 
 _CHANNELS_LAST = {2: torch.channels_last, 3: torch.channels_last_3d}
 
@@ -106,8 +106,8 @@ def _fresh_code(fn):
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def _hashable(kw: dict) -> tuple:
-    return tuple(sorted(kw.items()))
+def _hashable(kw: dict | segments.Segments) -> tuple | segments.Segments:
+    return kw if isinstance(kw, segments.Segments) else tuple(sorted(kw.items()))
 
 
 def to_torch(a: np.ndarray, device: str) -> torch.Tensor:
@@ -136,13 +136,13 @@ def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Excep
     checks run for a tensor on the meta device, which has a shape, dtype and memory format but
     no data and no kernels. A forward that also raises on a meta tensor was refused for its
     arguments; one that fails only on data, in a kernel (a dtype without a CPU kernel), in the
-    backward or in inductor is an error. The compile variant is asked through the eager call
-    with the same arguments."""
+    backward or in inductor is an error. A compiled variant is asked through the eager call
+    it compiles, with the same arguments."""
     meta = to_torch(x, "cpu").to("meta")
     if variant == "channels_last":
         meta = meta.contiguous(memory_format=_CHANNELS_LAST[rank])
     try:
-        _pool(op, rank, kw, variant)(meta)
+        _pool(op, rank, kw, COMPILED.get(variant, variant))(meta)
     except Exception as refusal:  # torch refuses with RuntimeError, ValueError or TypeError
         return refusal
     return None
@@ -196,18 +196,19 @@ class TorchAdapter(ModeMethods):
                            message=f"{type(e).__name__}: {e}")
 
     def run_bundle(self, specs, variant, device, xs, grad_outputs) -> list[Outcome]:
-        """``run`` of each member (base.BUNDLE), the compile variant's members in one compiled
+        """``run`` of each member (base.BUNDLE), a compiled variant's members in one compiled
         function: each member's pooling on its own input, one backward over all their outputs, as
-        a model with several pooling layers compiles. A member that has no call (Unsupported,
+        a model with several pooling layers compiles (segment members on their (items, features)
+        data, adapters/segments.py). A member that has no call (Unsupported,
         refused by torch's argument checks) gets its own outcome without joining; where the
         compiled function fails, every member that joined it gets the ERROR, and the pool runs
         each of them alone (pool.py, run_bundle)."""
-        if variant != "compile":
-            raise ValueError(f"torch bundles the compile variant only, not {variant!r}")
+        if variant not in COMPILED:
+            raise ValueError(f"torch bundles the compiled variants ({', '.join(COMPILED)}) only, not {variant!r}")
         outcomes: list[Outcome | None] = [None] * len(specs)
         joined = []
         for i, (spec, x) in enumerate(zip(specs, xs)):
-            outcome = self._bundle_member(spec, device, x)
+            outcome = self._bundle_member(spec, variant, device, x)
             if isinstance(outcome, Outcome):
                 outcomes[i] = outcome
             else:
@@ -216,17 +217,19 @@ class TorchAdapter(ModeMethods):
             return outcomes
         dev = "cuda" if device == "gpu" else "cpu"
         key = ("bundle", dev, *((op, rank, _hashable(kw), xs[i].shape, xs[i].dtype.str) for i, op, rank, kw in joined))
+        data = [segments.items(a) if spec.is_segment else a for spec, a in zip(specs, xs)]
         try:
             if key not in self._compiled:
                 torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
-                pools = [_functional(op, rank, kw) for _, op, rank, kw in joined]
+                pools = [_pool(op, rank, kw, COMPILED[variant]) for _, op, rank, kw in joined]
 
                 def many(*tensors):
                     return [pool(t) for pool, t in zip(pools, tensors)]
                 self._compiled[key] = torch.compile(_fresh_code(many), dynamic=False)
-            inputs = [to_torch(xs[i], dev).requires_grad_(True) for i, *_ in joined]
+            inputs = [to_torch(data[i], dev).requires_grad_(True) for i, *_ in joined]
             ys = self._compiled[key](*inputs)
-            torch.autograd.backward(ys, [to_torch(grad_outputs[i], dev) for i, *_ in joined])
+            torch.autograd.backward(ys, [to_torch(segments.items(grad_outputs[i]) if specs[i].is_segment
+                                                  else grad_outputs[i], dev) for i, *_ in joined])
         except Exception as e:  # the whole compiled function's: the pool reruns each member alone
             for i, *_ in joined:
                 outcomes[i] = Outcome(ERROR, message=f"{type(e).__name__}: {e}")
@@ -234,34 +237,36 @@ class TorchAdapter(ModeMethods):
         info = {"device_name": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",
                 "compiles": dynamo_counters["stats"]["unique_graphs"]}
         for (i, *_), y, t in zip(joined, ys, inputs):
-            outcomes[i] = Outcome(OK, info=dict(info), forward=to_numpy(y), grad_input=to_numpy(t.grad))
+            outcome = Outcome(OK, info=dict(info), forward=to_numpy(y), grad_input=to_numpy(t.grad))
+            outcomes[i] = segments.as_planes(outcome, *xs[i].shape[:2]) if specs[i].is_segment else outcome
         return outcomes
 
-    def _bundle_member(self, spec, device, x) -> Outcome | dict:
-        """The compile variant's plan of a bundle's member, or its own outcome where it has no
+    def _bundle_member(self, spec, variant, device, x) -> Outcome | dict | segments.Segments:
+        """The compiled variant's plan of a bundle's member, or its own outcome where it has no
         call (as ``run`` answers it)."""
         if device == "gpu" and not torch.cuda.is_available():
             return Outcome(NO_DEVICE, message="no CUDA device present")
-        kw = plan(spec, "compile", x.shape)
+        kw = plan(spec, variant, x.shape)
         if isinstance(kw, Unsupported):
             return Outcome(UNSUPPORTED, message=kw.reason)
-        refusal = _refusal(spec.op, x.ndim - 2, kw, "compile", x)
+        refusal = _refusal(spec.op, x.ndim - 2, kw, variant, segments.items(x) if spec.is_segment else x)
         if refusal is not None:
             return Outcome(UNSUPPORTED, message=f"{type(refusal).__name__}: {refusal}")
         return kw
 
     def _callable(self, op, rank, kw, variant, x, dev, mode):
-        """tensors -> the mode's arrays. For compile, torch.compile compiles the pooling call,
-        or for jvp the whole mode (torch.func transforms trace into one graph); reverse and
-        double backward differentiate the compiled call, as a user's training step would."""
+        """tensors -> the mode's arrays. For the compiled variants, torch.compile compiles the
+        eager variant's call, or for jvp the whole mode (torch.func transforms trace into one
+        graph); reverse and double backward differentiate the compiled call, as a user's training
+        step would."""
         with_indices = variant in ("return_indices", "max_dim")
-        if variant != "compile":
+        if variant not in COMPILED:
             return functools.partial(mode, _pool(op, rank, kw, variant), with_indices)
         # Keyed on everything that would make dynamo recompile, so each entry compiles once.
         key = (op, rank, _hashable(kw), x.shape, x.dtype.str, dev, mode is _jvp)
         if key not in self._compiled:
             torch._dynamo.config.fail_on_recompile_limit_hit = True  # never a silent eager fallback
-            pool = _functional(op, rank, kw)
+            pool = _pool(op, rank, kw, COMPILED[variant])
             if mode is _jvp:
                 def whole(*tensors):
                     return mode(pool, with_indices, *tensors)
@@ -274,7 +279,8 @@ class TorchAdapter(ModeMethods):
 
     def _execute(self, computation, variant, rank, dev, x, grad_output, *extra) -> Outcome:
         if variant in SEGMENT_VARIANTS:  # (items, features) data in and out (adapters/segments.py)
-            return segments.as_planes(self._execute(computation, "eager", rank, dev, *map(
+            planned = "compile" if variant in COMPILED else "eager"
+            return segments.as_planes(self._execute(computation, planned, rank, dev, *map(
                 segments.items, (x, grad_output, *extra))), *x.shape[:2])
         tensors = [to_torch(a, dev) for a in (x, grad_output, *extra)]
         if variant == "channels_last":

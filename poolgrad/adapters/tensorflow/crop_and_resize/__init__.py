@@ -6,6 +6,8 @@ NHWC input, then pooling the crop:
   crop_and_resize_max            max_pool2d(kernel, stride, VALID): roi_crop_max_pool, as the TF
                                  Object Detection API's Faster R-CNN pools its proposals (eager)
   crop_and_resize_max_function   the same in a tf.function, as a training step runs it
+  crop_and_resize_max_xla        the same in tf.function(jit_compile=True), as a detector compiled by
+                                 XLA runs it
 
 crop_and_resize puts crop point k of n at ``y1 * (L - 1) + k * (y2 - y1) * (L - 1) / (n - 1)``
 (normalized box corners). For roi_align the plan picks the corners that put the points on its
@@ -27,9 +29,9 @@ from poolgrad.adapters.base import Unsupported
 from poolgrad.reference import roi_crop
 from poolgrad.reference.roi_pool import align_bins
 
-ROI_VARIANTS = ("crop_and_resize", "crop_and_resize_max", "crop_and_resize_max_function")
+ROI_VARIANTS = ("crop_and_resize", "crop_and_resize_max", "crop_and_resize_max_function", "crop_and_resize_max_xla")
 _OPS = {"crop_and_resize": "roi_align", "crop_and_resize_max": "roi_crop_max_pool",
-        "crop_and_resize_max_function": "roi_crop_max_pool"}
+        "crop_and_resize_max_function": "roi_crop_max_pool", "crop_and_resize_max_xla": "roi_crop_max_pool"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,7 @@ class CropAndResize:
     stride: tuple[int, int]
     pool: str                # "avg" | "max"
     function: bool = False   # run in a tf.function
+    jit_compile: bool = False  # that tf.function compiled by XLA
 
 
 def _corners(first, last, spec, pooled: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +67,8 @@ def plan(spec, variant: str, shape) -> CropAndResize | Unsupported:
         (h, w), sizes = shape[2:], (roi_crop.crop_length(spec, 0), roi_crop.crop_length(spec, 1))
         corners = boxes[:, [1, 0, 3, 2]] / np.array([h - 1, w - 1, h - 1, w - 1], dtype=np.float64)
         return CropAndResize(tuple(map(tuple, corners.tolist())), tuple(b[0] for b in spec.boxes), sizes,
-                             spec.kernel_size, spec.stride, "max", variant.endswith("_function"))
+                             spec.kernel_size, spec.stride, "max", variant.endswith(("_function", "_xla")),
+                             variant.endswith("_xla"))
     if spec.sampling_ratio <= 0:
         return Unsupported(f"sampling_ratio {spec.sampling_ratio}: one crop_size serves every box, so the samples "
                            "per bin must be fixed (sampling_ratio > 0)")

@@ -1,6 +1,7 @@
 """TensorFlow's crop_and_resize then avg_pool2d or max_pool2d, as detectors write RoI pooling
 (crop_and_resize/__init__.py plans it), run by TensorFlow's worker (adapter.py hands it the variant):
-dX is the tape's gradient, in eager mode or inside a tf.function as a training step takes it.
+dX is the tape's gradient, in eager mode or inside a tf.function (compiled by XLA or not) as a training
+step takes it.
 Reverse mode only."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _step(call):
                                              tf.constant(call.box_indices, tf.int32), call.crop_size)
             y = pool(crops, call.window, call.stride, "VALID")
         return y, tape.gradient(y, xt, output_gradients=gt)
-    return tf.function(step) if call.function else step
+    return tf.function(step, jit_compile=call.jit_compile) if call.function else step
 
 
 def run(spec, variant, device, x, grad_output) -> Outcome:
