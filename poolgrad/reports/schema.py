@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from poolgrad.verdicts.verdict import VERDICTS
+
 SCHEMA = "poolgrad-results/1"
 
-VERDICTS = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "unsupported", "error", "crash",
-            "timeout", "nondeterministic", "not_installed", "no_device", "not_run")
 # Verdicts of a result that ran: the framework's arrays are its behaviour.
 RAN = ("conforms", "reordered", "policy", "inconsistent", "inconsistent_indices", "inconsistent_modes", "wrong", "nondeterministic")
 # Verdicts that are not a divergence: the target agrees with the spec or did not run the case.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 from poolgrad.adapters.base import OK, Outcome, Target
-from poolgrad.json_values import encode_array
 from poolgrad.knowledge.base import Knowledge
 from poolgrad.knowledge.finding import Finding, policy_text
 from poolgrad.knowledge.impacts import IMPACT_RANK, at_least
@@ -86,14 +85,6 @@ def headline(text: str, limit: int = 240) -> str:
     return head if len(head) <= limit else head[:limit - 1] + "…"
 
 
-def _encoded(o: Observation, a) -> list | None:
-    """An array of the outcome, encoded once per case for the bits it has (another target of the
-    case encoded the same bits: most results are alike)."""
-    if a is None:
-        return None
-    return o.reference.derived(("encoded", a.dtype, a.shape, a.tobytes()), lambda: encode_array(a))
-
-
 def case_fields(case) -> dict:
     """What a case is, the same for every target (reports.schema.CASE_FIELDS)."""
     return Group([case]).fields(case)
@@ -106,12 +97,11 @@ def _record(o: Observation, version, j: Judgement, message, duration_s, impact) 
     vd = {f: json_value(getattr(v, f)) for f in ("policy", "forward_policy", "valid_subgradient", "max_abs_error",
                                                   "max_ulp_error", "differing_cells")}
     # An array that is the reference's is the case's encoding of it.
-    arrays = {name: fields[f"expected_{name}"] if name in o.as_expected else _encoded(o, getattr(first, name))
+    arrays = {name: fields[f"expected_{name}"] if name in o.as_expected else o.encoded(name)
               for name in ("forward", "grad_input")}
     modes = {} if o.mode == "backward" else dict(  # a reverse-mode record has no mode (read as "backward")
-        mode=o.mode, derivative=_encoded(o, ad_modes.derivative(o.mode, first)),
-        grad_grad_input=_encoded(o, first.grad_grad_input),
-        expected_derivative=_encoded(o, o.expected_derivative))
+        mode=o.mode, derivative=o.encoded(ad_modes.DERIVATIVE[o.mode]), grad_grad_input=o.encoded("grad_grad_input"),
+        expected_derivative=o.encoded("expected_derivative"))
     return Result(
         **fields, **arrays, **modes,
         framework=target.framework, framework_version=version, variant=target.variant, device=target.device,
@@ -123,7 +113,7 @@ def _record(o: Observation, version, j: Judgement, message, duration_s, impact) 
         # the findings in scope that call this result a race (a release diff compares such
         # results by whether the race is still claimed, not bit for bit: reports/diff.py)
         races=[f.id for f in j.in_scope if f.verdict == "nondeterministic"],
-        outcome=j.outcome, as_expected=o.as_expected or None, indices=_encoded(o, first.indices),
+        outcome=j.outcome, as_expected=o.as_expected or None, indices=o.encoded("indices"),
         call_shape=first.info.get("call_shape"), call_properties=sorted(o.others - o.properties),
         max_abs_error=vd["max_abs_error"], max_ulp_error=vd["max_ulp_error"],
         differing_cells=vd["differing_cells"] or [], message=message,

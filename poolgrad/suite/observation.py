@@ -19,7 +19,9 @@ import math
 from poolgrad import verdicts
 from poolgrad.adapters import registry
 from poolgrad.adapters.base import OK, Outcome, Target
+from poolgrad.json_values import encode_array
 from poolgrad.verdicts import ad_modes, claims
+from poolgrad.verdicts.observed import Observed
 
 from .call import FrameworkCall, op_name
 
@@ -41,6 +43,11 @@ class Observation:
         return self.call.reference(self.case)
 
     @functools.cached_property
+    def observed(self) -> Observed:
+        """The outcome's forward and gradient against the reference's, compared once."""
+        return Observed(self.reference, self.first)
+
+    @functools.cached_property
     def verdict(self) -> verdicts.Verdict:
         """The verdict and its policy, from the arrays alone (the policy search's canonical
         choice), whatever the knowledge base says: one behaviour, one label."""
@@ -49,8 +56,7 @@ class Observation:
             return ad_modes.classify_mode(self.mode, case.spec, case.input, case.grad_output, first,
                                           reference=self.reference)
         fw = registry.FRAMEWORKS.get(self.target.framework)
-        return verdicts.classify(case.spec, case.input, case.grad_output, first, repeats=self.repeats,
-                                 reference=self.reference,
+        return verdicts.classify(self.observed, self.repeats,
                                  index_layout=fw.index_layouts.get(self.target.variant) if fw else None)
 
     @functools.cached_property
@@ -77,8 +83,8 @@ class Observation:
     def _bits(self) -> tuple:
         """The observed arrays' bits: targets whose arrays are these get the same answers."""
         derivative = None if self.mode == "backward" else ad_modes.derivative(self.mode, self.first)
-        return tuple(a if a is None else (a.dtype.str, a.shape, a.tobytes())
-                     for a in (self.first.forward, self.first.grad_input, derivative))
+        return *self.observed.fingerprint, derivative if derivative is None else (
+            derivative.dtype.str, derivative.shape, derivative.tobytes())
 
     def holds(self, forward: dict, gradient: dict) -> bool:
         """Whether the outcome is the reference's result under the (partial) policies ``forward``
@@ -89,12 +95,12 @@ class Observation:
         if key not in self._claims:
             self._claims[key] = self.reference.derived(
                 ("holds", self.mode, self._bits, *key),
-                lambda: claims.holds(self.reference, self.first, self.mode, forward, gradient))
+                lambda: claims.holds(self.observed, self.mode, forward, gradient))
         return self._claims[key]
 
     @functools.cached_property
     def rounding_only(self) -> bool:
-        return claims.rounding_only(self.reference, self.first)
+        return claims.rounding_only(self.observed)
 
     def shows_no_more_than(self, impact: str | None) -> bool:
         """Whether the arrays are no worse than ``impact`` says: a result off by more than
@@ -119,7 +125,16 @@ class Observation:
         return [(self.first.forward, self.reference.expected_forward),
                 (ad_modes.derivative(self.mode, self.first), self.expected_derivative)]
 
-    @functools.cached_property
+    @property
     def as_expected(self) -> list[str]:
         """The names of the outcome's arrays that are the reference's."""
-        return claims.as_expected(self.reference, self.first)
+        return self.observed.as_expected
+
+    def encoded(self, name: str) -> list | None:
+        """The outcome's array ``name`` (an Outcome field, or "expected_derivative") as the
+        record writes it, encoded once per case for the bits it has (another target of the case
+        encoded the same bits: most results are alike)."""
+        a = self.expected_derivative if name == "expected_derivative" else getattr(self.first, name)
+        if a is None:
+            return None
+        return self.reference.derived(("encoded", a.dtype, a.shape, a.tobytes()), lambda: encode_array(a))

@@ -12,6 +12,7 @@ by tolerance, as in the reverse mode (their modes share no selection to disagree
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -24,11 +25,12 @@ from . import tolerances
 from .case import CaseReference
 from .compare import differing_cells, errors, identical, identical_to, same_bits, within
 from .explain import explain
+from .observed import Observed
 from .verdict import Verdict
 
 MODES = ("jvp", "double_backward")
 # The array a mode's policy is read from, and the adapter method that produces it.
-_DERIVATIVE = {"jvp": "tangent_output", "double_backward": "grad_grad_output"}
+DERIVATIVE = {"jvp": "tangent_output", "double_backward": "grad_grad_output"}
 
 
 def direction(spec, x: np.ndarray) -> np.ndarray:
@@ -41,7 +43,7 @@ def direction(spec, x: np.ndarray) -> np.ndarray:
 
 def derivative(mode: str, outcome):
     """The outcome's array that the mode's policy is read from."""
-    return getattr(outcome, _DERIVATIVE[mode])
+    return getattr(outcome, DERIVATIVE[mode])
 
 
 def expected(mode: str, spec, x, grad_output, *, reference: CaseReference | None = None) -> np.ndarray:
@@ -85,9 +87,9 @@ def classify_mode(mode: str, spec, x, grad_output, outcome, *, reference: CaseRe
         return Verdict(outcome.status, message=outcome.message or outcome.status)
     case = reference if reference is not None else CaseReference(spec, x, grad_output)
     t = _direction(case)
-    derivative = getattr(outcome, _DERIVATIVE[mode])
+    derivative = getattr(outcome, DERIVATIVE[mode])
     want, want_x = _reference(mode, case)
-    checks = [(_DERIVATIVE[mode], derivative, want.shape), ("grad_input", outcome.grad_input, x.shape)]
+    checks = [(DERIVATIVE[mode], derivative, want.shape), ("grad_input", outcome.grad_input, x.shape)]
     if want_x is not None:
         checks.append(("grad_grad_input", outcome.grad_grad_input, x.shape))
     for name, got, shape in checks:
@@ -122,15 +124,15 @@ def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
         same = identical_to(derivative)
         return next((p for p in case.candidates() if same(policy_jvp(case, p))), None)
     mode_policy = case.derived(("mode policy", _bits(derivative)), mode_search)
-    forward = case.expected_forward if outcome.forward is None else outcome.forward
-    reverse = case.derived(("reverse policy", _bits(forward), _bits(outcome.grad_input)),
-                           lambda: explain(case, forward, outcome.grad_input).backward)
+    observed = Observed(case, outcome if outcome.forward is not None else
+                        dataclasses.replace(outcome, forward=case.expected_forward))
+    reverse = case.derived(("reverse policy", observed.fingerprint), lambda: explain(observed).backward)
     # Overlapping windows' gradients summed where the sum is no number of the dtype round the
     # right-hand side whatever the selection: an explained reverse mode selects like the mode
     # when its own forward mode gives the mode's derivative.
     consistent = (dot(derivative, grad_output) == dot(t, outcome.grad_input)
                   or (reverse is not None and identical(policy_jvp(case, reverse), derivative)))
-    name = _DERIVATIVE[mode]
+    name = DERIVATIVE[mode]
     if not consistent:
         return Verdict("inconsistent_modes",
                        policy=mode_policy and mode_policy.as_dict(), forward_policy=reverse and reverse.as_dict(),
@@ -152,7 +154,7 @@ def _arithmetic(mode, spec, x, grad_output, t, derivative, want, by_x, want_x) -
     ax, ag, at = np.abs(x), np.abs(np.asarray(grad_output)), np.abs(t)
     scales = ([reference.jvp(spec, ax, at)] if mode == "jvp"
               else list(reference.double_backward(spec, ax, ag, at)))
-    pairs = [(_DERIVATIVE[mode], derivative, want)] + ([("grad_grad_input", by_x, want_x)] if want_x is not None else [])
+    pairs = [(DERIVATIVE[mode], derivative, want)] + ([("grad_grad_input", by_x, want_x)] if want_x is not None else [])
     worst = 0.0
     for (name, got, expected), scale in zip(pairs, scales):
         mag = np.maximum(np.abs(expected.astype(np.float64)), np.abs(scale.astype(np.float64)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from poolgrad import reference
+from poolgrad.reference.api import range_error
 
 from .extended_policies import Policy, Result, candidates, features
 
@@ -125,6 +126,10 @@ class CaseReference:
         if key not in self._derived:
             self._derived[key] = compute()
         return self._derived[key]
+
+    def range_error(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """lp: reference.api.range_error of the case (computed once)."""
+        return self.derived("range_error", lambda: range_error(self.spec, self.x, self.grad_output))
 
     def magnitude(self) -> tuple[np.ndarray, np.ndarray]:
         """avg/lp: the size each forward output's and gradient element's error may have in a

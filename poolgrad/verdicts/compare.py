@@ -42,13 +42,16 @@ def identical_to(observed):
     payload may differ), as identical() decides."""
     if not (isinstance(observed, np.ndarray) and observed.dtype in _BITS):
         return lambda expected: identical(observed, expected)
-    raw, has_nan = observed.tobytes(), bool(np.isnan(observed).any())
+    raw, has_nan = observed.tobytes(), None  # has_nan: found on the first bytes that differ
 
     def matches(expected) -> bool:
+        nonlocal has_nan
         if (isinstance(expected, np.ndarray) and expected.dtype == observed.dtype
                 and expected.shape == observed.shape):
             if expected.tobytes() == raw:
                 return True
+            if has_nan is None:
+                has_nan = bool(np.isnan(observed).any())
             if not has_nan:  # without a NaN in observed, identical means the same bits everywhere
                 return False
         return identical(observed, expected)
@@ -64,11 +67,13 @@ def ulp_of(values: np.ndarray, dtype) -> np.ndarray:
     return np.where(v == 0, float(info.smallest_subnormal), ulp)
 
 
-def errors(actual, expected, dtype) -> tuple[np.ndarray, np.ndarray]:
+def errors(actual, expected, dtype, same: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(absolute error, error in ulps of ``dtype``) per element; 0 where the bits agree, inf
-    where one side is non-finite and the other is not the same value."""
+    where one side is non-finite and the other is not the same value. ``same``:
+    same_bits(actual, expected) where the caller has it."""
     a, e = as_f64(actual), as_f64(expected)
-    same = same_bits(a, e)
+    if same is None:
+        same = same_bits(a, e)
     with np.errstate(invalid="ignore", over="ignore"):
         abs_err = np.where(same, 0.0, np.abs(a - e))
     abs_err = np.where(~same & ~np.isfinite(abs_err), np.inf, abs_err)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from .case import CaseReference
-from .compare import identical_to
 from .extended_policies import Policy
 
 
@@ -21,26 +19,27 @@ class Explanation:
         return (f.nan, f.nan_tie) != (b.nan, b.nan_tie)
 
 
-def explain(case: CaseReference, forward, grad_input, matches=None) -> Explanation:
+def explain(observed, matches=None) -> Explanation:
     """Search the candidates simplest first (a deterministic order that depends on the case
     alone); the first policy matching both wins, else the simplest match of each half (each
     may be None). Where several policies coincide on a case, this order is the canonical
-    choice among them. ``matches(side, observed, policy_result, policy)`` (side 0 forward, 1
-    gradient) decides a match: bit for bit by default; a tolerance for arithmetic ops, the
-    routing with sums in any order for max-type gradients (classify)."""
-    if matches is None:  # bit for bit, each observed array prepared once for every candidate
-        same = (identical_to(forward), identical_to(grad_input))
-        matches = lambda side, _observed, want, _policy: same[side](want)  # noqa: E731
+    choice among them. ``observed``: the outcome's arrays against the case's reference
+    (verdicts.observed.Observed). ``matches(side, policy_result, policy)`` (side 0 forward, 1
+    gradient) decides whether the observed side matches: bit for bit by default; a tolerance
+    for arithmetic ops, the routing with sums in any order for max-type gradients (classify)."""
+    case = observed.reference
+    if matches is None:
+        matches = lambda side, want, _policy: observed.same_as(side, want)  # noqa: E731
     fwd = bwd = None
     for policy in case.candidates():
         r = case.result(policy)
-        f_ok = matches(0, forward, r.forward, policy)
+        f_ok = matches(0, r.forward, policy)
         # Once a gradient matched, another only matters with its forward (a joint match): the
         # gradient's comparison, the costly one where its sums are matched in any order, is
         # skipped for the others.
         if not (f_ok or bwd is None):
             continue
-        b_ok = matches(1, grad_input, r.grad_input, policy)
+        b_ok = matches(1, r.grad_input, policy)
         if f_ok and b_ok:
             return Explanation(policy, policy, True)
         fwd = fwd or (policy if f_ok else None)

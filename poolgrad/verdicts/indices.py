@@ -29,8 +29,12 @@ def plane_indices(indices: np.ndarray, layout: str, channels: int) -> np.ndarray
     raise ValueError(f"unknown index layout {layout!r}; known: {', '.join(LAYOUTS)}")
 
 
-def disagreement(x: np.ndarray, grad_output, forward, grad_input, indices, layout: str) -> str | None:
-    """Why the indices disagree with the forward or the gradient, or None when they agree."""
+def disagreement(observed, layout: str) -> str | None:
+    """Why the indices an outcome returned disagree with its forward or its gradient
+    (``observed``: the outcome's arrays against its case's reference, verdicts.observed.Observed),
+    or None when they agree."""
+    x, grad_output = observed.reference.x, observed.reference.grad_output
+    (forward, grad_input), indices = observed.arrays, observed.outcome.indices
     if x.size == 0:
         return None
     n, c = x.shape[:2]

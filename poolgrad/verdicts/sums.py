@@ -28,42 +28,46 @@ from poolgrad.reference.accumulate import F64, scatter_taps
 from poolgrad.reference.dtypes import round_to
 from poolgrad.reference.taps import plan_for
 
-from .compare import as_f64, same_bits, ulp_of
+from .compare import as_f64, ulp_of
 
 ANY_ORDER = "any"  # the accumulate value a verdict's policy names for sums in another order
 
 
-def routes_as(case, policy, grad_input) -> bool:
-    """Whether ``grad_input`` routes as ``policy`` on ``case`` (a verdicts.case.CaseReference), its
-    sums in any order. A policy that claims an order (accumulate) is matched bit for bit."""
+def routes_as(observed, policy) -> bool:
+    """Whether the observed gradient (``observed``: an outcome's arrays against its case's
+    reference, verdicts.observed.Observed) routes as ``policy``, its sums in any order. A policy
+    that claims an order (accumulate) is matched bit for bit."""
+    case, grad_input = observed.reference, observed.arrays[1]
     want = case.result(policy).grad_input
     if np.shape(grad_input) != want.shape:
         return False
     split, every_tap = policy.tie == "split", policy.padding is not None
     # Most of the answer depends on the arrays alone, and many candidates of the policy search
     # give the same gradient on a case: it is found once per pair of arrays.
-    key = ("routes", grad_input.dtype, grad_input.tobytes(), want.tobytes(), split, every_tap, policy.accumulate is None)
-    alone = case.derived(key, lambda: _decided_by_arrays(case, grad_input, want, split, every_tap, policy.accumulate))
+    key = ("routes", observed.fingerprint[1], want.tobytes(), split, every_tap, policy.accumulate is None)
+    def decided():
+        exact = observed.same_bits(1, want)
+        return exact, _decided_by_arrays(case, exact, grad_input[~exact], want[~exact], split, every_tap,
+                                         policy.accumulate)
+    exact, alone = case.derived(key, decided)
     if alone is not None:
         return alone
-    differ = ~same_bits(grad_input, want)
     count, size = case.derived(("routed", policy), lambda: _routed(case, policy))
-    return _within(case, split, count[differ], size[differ], grad_input[differ], want[differ])
+    return _within(case, split, count[~exact], size[~exact], grad_input[~exact], want[~exact])
 
 
-def _decided_by_arrays(case, grad_input, want, split: bool, every_tap: bool, accumulate) -> bool | None:
-    """routes_as where the arrays decide it: True where they are the same bits, False where the
-    policy claims an order or the elements that differ are off by more than every contribution
-    the windows could route there allows (the policy's own bound is no larger); None where the
-    policy's routing decides."""
-    exact = same_bits(grad_input, want)
+def _decided_by_arrays(case, exact, got, want, split: bool, every_tap: bool, accumulate) -> bool | None:
+    """routes_as where the arrays decide it (``exact``: elementwise, the observed gradient has
+    the policy's bits; ``got`` and ``want``: the elements that differ): True where they are the
+    same bits, False where the policy claims an order or the elements that differ are off by
+    more than every contribution the windows could route there allows (the policy's own bound is
+    no larger); None where the policy's routing decides."""
     if exact.all():
         return True
     if accumulate is not None:
         return False
-    differ = ~exact
     reads, reach = case.derived(("reach", every_tap), lambda: _reach(case, every_tap))
-    return None if _within(case, split, reads[differ], reach[differ], grad_input[differ], want[differ]) else False
+    return None if _within(case, split, reads[~exact], reach[~exact], got, want) else False
 
 
 def _within(case, split: bool, count, size, got, want) -> bool:

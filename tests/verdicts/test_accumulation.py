@@ -7,11 +7,9 @@ import math
 import numpy as np
 
 from poolgrad.adapters.base import OK, Outcome
-from verdict_cases import case, outcome, under
-from poolgrad.verdicts import classify
+from verdict_cases import case, classify, outcome, routes_as, under
 from poolgrad.verdicts.case import CaseReference
 from poolgrad.verdicts.extended_policies import Policy, features
-from poolgrad.verdicts.sums import routes_as
 
 K3S1 = {"op": "max_pool", "kernel_size": 3, "stride": 1}
 ROW = [0, 1, 5, 2, 0, 0]  # windows [0 1 5] [1 5 2] [5 2 0] [2 0 0]: 5 wins three, 2 the last

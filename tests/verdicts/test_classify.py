@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from poolgrad.adapters.base import OK, Outcome, STATUSES
-from verdict_cases import case, outcome, under
-from poolgrad.verdicts import classify
+from verdict_cases import case, classify, outcome, under
 
 NAN = math.nan
 INF = math.inf

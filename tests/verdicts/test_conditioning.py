@@ -9,7 +9,7 @@ import pytest
 from poolgrad import reference
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
-from poolgrad.verdicts import classify
+from verdict_cases import classify
 
 SPEC = PoolSpec.from_dict({"op": "lp_pool1d", "kernel_size": 2, "stride": 3, "norm_type": 3, "dtype": "float32"})
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
-from poolgrad.verdicts import classify
+from verdict_cases import classify
 from poolgrad.verdicts.indices import plane_indices
 
 SPEC = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})

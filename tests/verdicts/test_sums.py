@@ -10,9 +10,10 @@ from poolgrad import reference
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
 from poolgrad.reference.dtypes import round_to
-from poolgrad.verdicts import Policy, classify
+from poolgrad.verdicts import Policy
 from poolgrad.verdicts.case import CaseReference
-from poolgrad.verdicts.sums import _reach, _routed, routes_as
+from poolgrad.verdicts.sums import _reach, _routed
+from verdict_cases import classify, routes_as
 
 SPEC = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 2, "padding": 1, "dtype": "float32"})
 

@@ -2,9 +2,12 @@
 
 import numpy as np
 
-from poolgrad import reference
+from poolgrad import reference, verdicts
 from poolgrad.adapters.base import OK, Outcome
 from poolgrad.reference import PoolSpec
+from poolgrad.verdicts import sums
+from poolgrad.verdicts.case import CaseReference
+from poolgrad.verdicts.observed import Observed
 
 
 def case(spec_dict, row, dtype="float32"):
@@ -26,3 +29,13 @@ def outcome(spec, x, forward, grad_input):
 def under(spec, x, g, **policy):
     """The outcome of a framework that follows a reference policy."""
     return Outcome(OK, reference.forward(spec, x, **policy), reference.backward(spec, x, g, **policy))
+
+
+def classify(spec, x, g, outcome, repeats=(), index_layout=None):
+    """The verdict engine's verdict on ``outcome`` for the case (spec, x, g)."""
+    return verdicts.classify(Observed(CaseReference(spec, x, g), outcome), repeats, index_layout=index_layout)
+
+
+def routes_as(case: CaseReference, policy, grad_input) -> bool:
+    """Whether ``grad_input`` routes as ``policy`` on ``case`` (verdicts.sums.routes_as)."""
+    return sums.routes_as(Observed(case, Outcome(OK, case.expected_forward, grad_input)), policy)
