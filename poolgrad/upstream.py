@@ -137,10 +137,14 @@ def _template(f: Finding, target: Target, name: str):
     return _ENV.select_template([f"{p}/{name}" for p in dict.fromkeys((planner, fw.planner)) if p] + [base]), planner
 
 
+# The derivatives a reproducer's templates write: a finding only about double backward has no draft.
+DRAFT_MODES = ("backward", "jvp")
+
+
 def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
     """The standalone reproducer of ``f`` on (x, g)."""
     spec = case.spec
-    if mode not in ("backward", "jvp"):
+    if mode not in DRAFT_MODES:
         raise NoDraft(f"finding {f.id!r}: its reproducer would check {mode}, which the templates do not write")
     call = registry.plan(target, spec, x.shape)
     template, planner = _template(f, target, SCRIPT)
