@@ -67,6 +67,11 @@ MAX_DRAFT_LINES = 90
 MAX_SCRIPT_LINES = 30
 VERIFY_TIMEOUT = 120  # seconds a reproducer is given when a draft checks its input
 RAISES = ("error", "unsupported", "crash", "timeout")  # verdicts whose behaviour is that the call raises or dies
+# What the call does, by a failure claim's verdict (an undefined call's reproducer compares its arrays)
+CALL_FATES = {"crash": "the process dies or hangs in the call", "timeout": "the process dies or hangs in the call",
+              "unsupported": "the call refuses the input", "undefined": "the call reads or writes memory it does "
+              "not own: it hangs, dies or returns arrays that change from call to call"}
+DRAFT_MODES = ("backward", "jvp")  # the derivatives the reproducer templates write
 
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
 # value, the spec, policies, verdict and impact names. A draft holds none of it.
@@ -135,10 +140,6 @@ def _template(f: Finding, target: Target, name: str):
     planner = fw.worker(target.variant).planner or fw.planner or ""
     base = name.replace("upstream.", "upstream_base.")
     return _ENV.select_template([f"{p}/{name}" for p in dict.fromkeys((planner, fw.planner)) if p] + [base]), planner
-
-
-# The derivatives a reproducer's templates write: a finding only about double backward has no draft.
-DRAFT_MODES = ("backward", "jvp")
 
 
 def script(f: Finding, case, target: Target, x, g, mode: str) -> str:
@@ -277,13 +278,8 @@ def returns(f: Finding, claim: dict | None, want: dict) -> str:
     """What the framework returns on the case, by the finding's claim."""
     if f.verdict == "error" and f.error:
         return f"the call raises {' or '.join(f'`{t}`' for t in f.error[0])}"
-    if f.verdict in ("crash", "timeout"):
-        return "the process dies or hangs in the call"
-    if f.verdict == "undefined":  # the reproducer compares what it returned: a call that dies exits non-zero too
-        return ("the call reads or writes memory it does not own: it hangs, dies or returns arrays that change "
-                "from call to call")
-    if f.verdict == "unsupported":
-        return "the call refuses the input"
+    if f.verdict in CALL_FATES:
+        return CALL_FATES[f.verdict]
     differ = {side: got for side, got in (claim or {}).items() if side in want and not identical(got, want[side])}
     if differ:  # else the example shows the finding only with another one of the framework's
         return "; ".join(f"the {side} is `{literal(got).replace(chr(10), ' ')}` where `{literal(want[side]).replace(chr(10), ' ')}` "
