@@ -39,6 +39,7 @@ class Run:
         self._draws: dict = {}
         self._unsupported: dict[tuple, str | None] = {}
         self._not_run: set[str] = set()  # the reasons of pairs whose call is undefined (verdict not_run)
+        self._machines: dict[str, tuple] = {}  # framework -> (its installed version, this machine as findings see it)
         self._units: dict[str, str] | None = None
         if config.getoption("case_file"):
             self.cases()  # a bad file is refused here, as one usage line, not a collection traceback
@@ -92,9 +93,11 @@ class Run:
 
     def _undefined(self, target, op: str, dtype: str) -> str | None:
         from .machine import machine
-        finding = self.knowledge.undefined(target.framework, target.variant, target.device,
-                                           registry.installed_version(target.framework) or "",
-                                           machine(target.framework), op, dtype)
+        if target.framework not in self._machines:  # asked for every (target, spec, shape) of the run
+            self._machines[target.framework] = (registry.installed_version(target.framework) or "",
+                                                machine(target.framework))
+        version, here = self._machines[target.framework]
+        finding = self.knowledge.undefined(target.framework, target.variant, target.device, version, here, op, dtype)
         if finding is None:
             return None
         reason = (f"{finding.id}: {finding.title}; the call's behaviour is undefined, so it is not made "
