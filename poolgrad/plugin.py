@@ -24,13 +24,16 @@ def pytest_addoption(parser):
     options.add_options(parser)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_cmdline_main(config):
     # Plain `pytest -n N` distributes by batching group, as `--dist loadgroup` does: xdist's
     # default ("load") would split groups between processes and run (compile) them twice.
-    # Runs before xdist's own hook, which fills in "load" only where --dist was not given.
+    # A wrapper runs before xdist's own hook, which fills in "load" only where --dist was not
+    # given, whatever order the plugins were registered in (a tryfirst hook ran after xdist's
+    # where poolgrad's entry point was found first, as under `python -m pytest` in a checkout).
     if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
         config.option.dist = "loadgroup"
+    return (yield)
 
 
 def pytest_configure(config):

@@ -151,3 +151,15 @@ def test_a_units_cost_counts_the_draws_its_items_check():
     draws = [dataclasses.replace(one[0], id=f"{one[0].id}~{k}") for k in range(1, 1000)]
     ordered = scheduling.order(items, lambda case: (case, *draws) if case is one[0] else (case,))
     assert [_unit(i) for i in ordered][0] == _unit(items[0])
+
+
+
+def test_plain_n_schedules_by_unit_whatever_order_the_plugins_registered_in():
+    """`python -m pytest -n 2` in a checkout finds poolgrad's entry point first (the editable
+    install's egg-info beside sys.path[0]): a tryfirst hook then ran after xdist's, which had set
+    --dist load, and groups were split between the processes (compiled twice)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider",
+                           "--frameworks", "torch", "-k", "max_pool1d-k2s2-ties_window-2-float32-torch-eager",
+                           "poolgrad/conformance"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert "scheduling tests via UnitScheduling" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
