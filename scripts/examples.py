@@ -179,7 +179,7 @@ def main(argv=None) -> int:
             continue
         case_id, targets, missed = chosen
         cases = example_cases(f, case_id, targets, seen)
-        rec = seen.records[case_id, mode_of(f)][0]
+        rec = next(r for r in seen.records[case_id, mode_of(f)] if r["target"] in targets)
         out = files[f.id].parent / relative_path(f.id)
         about = (f"{f.id}: {f.title}. {GENERATED} {case_id}, {mode_of(f)}: shown on {', '.join(targets)} "
                  f"({rec['framework']} {rec['framework_version']}).")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU column: the whole catalogue on gpu and cpu targets of the installed frameworks, then
-# the overlapping-window families three times on gpu (bitwise differences between repeats read
-# `nondeterministic`). Results and the machine's description go to $OUT (default out/gpu),
-# compressed. Budgets in seconds keep it inside a lease: POOLGRAD_GPU_RUN_S, POOLGRAD_GPU_REPEAT_S;
-# POOLGRAD_GPU_DEVICES=gpu leaves the CPU targets to the CPU machines.
+# the overlapping-window families and the segment and RoI ops (CUDA adds them atomically) three
+# times on gpu (bitwise differences between repeats read `nondeterministic`). Results and the
+# machine's description go to $OUT (default out/gpu), compressed. Budgets in seconds keep it
+# inside a lease: POOLGRAD_GPU_RUN_S, POOLGRAD_GPU_REPEAT_S; POOLGRAD_GPU_DEVICES=gpu leaves the
+# CPU targets to the CPU machines.
 #   OUT=out/gpu scripts/gpu_column.sh --frameworks torch,jax
 set -u
 cd "$(dirname "$0")/.."
@@ -37,7 +38,7 @@ timeout -s INT -k 30 "${POOLGRAD_GPU_RUN_S:-400}" "${pytest[@]}" --devices "${PO
 echo "catalogue: rc=$? in $(( $(date +%s) - began )) s" | tee -a "$out/machine.txt"
 began=$(date +%s)
 timeout -s INT -k 20 "${POOLGRAD_GPU_REPEAT_S:-100}" "${pytest[@]}" --devices gpu --repeat 3 \
-    -k "ties_overlap or accumulation_routed or accumulation_sums or signed_zero_wide" \
+    -k "ties_overlap or accumulation_routed or accumulation_sums or signed_zero_wide or segment or roi" \
     --results /tmp/gpu-repeat.jsonl >/tmp/gpu-repeat.log 2>&1
 echo "repeat 3: rc=$? in $(( $(date +%s) - began )) s" | tee -a "$out/machine.txt"
 for f in gpu-column gpu-repeat; do

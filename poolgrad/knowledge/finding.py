@@ -94,7 +94,8 @@ class Finding:
         one whose modes disagree (inconsistent_modes: one side follows no rule), and one whose
         indices point at no element of the forward (inconsistent_indices). A "nondeterministic"
         claim (adds that race, as GPU atomics do) matches what "wrong" does, results that differ
-        between repeats, and a conforming result too: the race can land on the spec's order. An
+        between repeats, a result whose sums only took another order (reordered), and a
+        conforming result too: the race can land on the spec's order. An
         "undefined" claim (the call reads or writes memory it does not own) matches every result:
         arrays, an error, a crash or a hang, whatever the memory held; a run does not make such a
         call unless asked (--run-undefined)."""
@@ -104,7 +105,7 @@ class Finding:
         if self.verdict == "wrong":
             return verdict in diverged
         if self.verdict == "nondeterministic":
-            return verdict in (*diverged, "nondeterministic", "conforms")
+            return verdict in (*diverged, "nondeterministic", "reordered", "conforms")
         if verdict != self.verdict:
             return False
         if self.error is None:
