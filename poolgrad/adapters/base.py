@@ -15,6 +15,7 @@ transposes layouts and converts containers, and never "fixes" a value.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,32 @@ class Target:
         else:
             where = ["--frameworks", self.framework, "--variants", self.variant, "--devices", self.device]
         return ["pytest", "--pyargs", "poolgrad", "-k", test_name, *where]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """What a framework's ``plan(spec, variant, shape)`` returns for a call it can make (else
+    :class:`Unsupported`): the call its adapter makes and its reproducer templates write. A
+    planner's own call types are frozen dataclasses deriving from it, equal by their fields; a
+    call of one function of keyword arguments is :class:`Keywords`."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Keywords(Plan, Mapping):
+    """A call's keyword arguments, read as a mapping (``fn(x, **kw)``, ``kw["kernel_size"]``,
+    a template's ``call.kernel_size``) and equal to a mapping of the same items; ``kwargs`` is
+    the dict (a reproducer writes its repr)."""
+
+    kwargs: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.kwargs[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kwargs)
+
+    def __len__(self) -> int:
+        return len(self.kwargs)
 
 
 @dataclasses.dataclass(frozen=True)

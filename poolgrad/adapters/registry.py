@@ -15,7 +15,7 @@ import importlib.util
 import tomllib
 from pathlib import Path
 
-from .base import Target, Unsupported
+from .base import Plan, Target, Unsupported
 from .framework import Framework, WorkerSpec
 
 DEVICES = ("cpu", "gpu")
@@ -101,7 +101,7 @@ def installed_version(name: str) -> str | None:
     return None
 
 
-def plan(target: Target, spec, shape):
+def plan(target: Target, spec, shape) -> Plan | Unsupported | None:
     """The call ``target`` makes of ``spec`` for an input of ``shape`` (N, C, *spatial), or
     Unsupported with the reason, from the framework's planner, which imports no framework: the
     worker runs this call, collection leaves out the targets that have none, and the reproducer
@@ -114,7 +114,12 @@ def plan(target: Target, spec, shape):
         # RoI pooling is a function of its own (a detection library's roi_pool, ...): planners that
         # have one name the variants that call it
         return Unsupported(f"{target.variant}: no RoI pooling (roi_pool, roi_align) in this path")
-    return module.plan(spec, target.variant, shape)
+    planned = module.plan(spec, target.variant, shape)
+    if not isinstance(planned, (Plan, Unsupported)):
+        raise TypeError(f"{planner}.plan ({target.framework} {target.variant}) returned a {type(planned).__name__}: "
+                        f"return a poolgrad.adapters.base.Plan (Keywords(kwargs) for keyword arguments, or a frozen "
+                        f"dataclass deriving from Plan), or Unsupported(reason) where the variant has no call")
+    return planned
 
 
 def unsupported(target: Target, spec, shape) -> str | None:

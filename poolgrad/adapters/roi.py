@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import Unsupported
+from .base import Plan, Unsupported
 
 
 @dataclasses.dataclass(frozen=True)
-class RoiCall:
+class RoiCall(Plan):
     """One RoI call (hashable)."""
 
     op: str                    # "roi_pool" | "roi_align"

@@ -16,13 +16,13 @@ import numpy as np
 
 from poolgrad.reference.segment_pool import is_sorted
 
-from .base import ARRAY_FIELDS, Outcome, Unsupported
+from .base import ARRAY_FIELDS, Outcome, Plan, Unsupported
 
 REDUCTIONS = {"segment_max_pool": "max", "segment_avg_pool": "mean"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Segments:
+class Segments(Plan):
     """One segment call (hashable: part of a trace cache's key)."""
 
     api: str                  # the framework's function, e.g. "unsorted_segment_max", "scatter_reduce"

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from poolgrad.adapters import keras, registry
-from poolgrad.adapters.base import OK
+from poolgrad.adapters import torch as torch_planner
+from poolgrad.adapters.base import OK, Keywords, Target
 from poolgrad.adapters.pool import WorkerPool
 from fake_frameworks import PLUGIN, SPEC, Options, case
 from poolgrad.reference import backward
@@ -57,6 +58,17 @@ def test_a_bad_registration_is_refused_naming_the_entry_point_and_the_fix(value,
     with pytest.raises(registry.RegistrationError) as e:
         registry.discover([entry_point("torch", "poolgrad.adapters.torch:FRAMEWORK"), entry_point(name, value)])
     assert f"entry point {name!r} = {value!r}" in str(e.value) and says in str(e.value)
+
+
+def test_a_planner_returns_a_plan_and_anything_else_is_refused_naming_it_and_the_fix(monkeypatch):
+    target = Target("torch", "eager", "cpu")
+    planned = registry.plan(target, SPEC, (1, 2, 4, 4))
+    assert isinstance(planned, Keywords) and planned == {"kernel_size": (2, 2), "stride": (2, 2), "ceil_mode": False,
+                                                        "padding": (0, 0), "dilation": (1, 1)}
+    monkeypatch.setattr(torch_planner, "plan", lambda spec, variant, shape: dict(planned))
+    with pytest.raises(TypeError, match=r"poolgrad.adapters.torch.plan \(torch eager\) returned a dict: return a "
+                                        r"poolgrad.adapters.base.Plan \(Keywords\(kwargs\)"):
+        registry.plan(target, SPEC, (1, 2, 4, 4))
 
 
 def test_no_registered_framework_is_a_usage_error_saying_to_install(monkeypatch):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Keywords, Unsupported
 from poolgrad.adapters.framework import Framework, Unstacked
 from poolgrad.reference.geometry import resolve
 
@@ -109,7 +109,7 @@ def _window(spec, geom, rank: int, variant: str) -> dict | Unsupported:
     return kw
 
 
-def plan(spec, variant: str, shape) -> dict | Unsupported:
+def plan(spec, variant: str, shape) -> Keywords | Unsupported:
     """The keyword arguments of the call for an input of ``shape`` (N, C, *spatial), or why this
     variant has none."""
     if variant not in VARIANTS:
@@ -130,9 +130,11 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
         kw: dict | Unsupported = {"output_size": _one(geom.out_shape, rank)}
     else:
         kw = _window(spec, geom, rank, variant)
-    if variant == "return_indices" and isinstance(kw, dict):
+    if isinstance(kw, Unsupported):
+        return kw
+    if variant == "return_indices":
         kw["return_indices"] = True
-    return kw
+    return Keywords(kw)
 
 
 # MaxPool3DWithArgmax (ops.max_pool3d, the nn.MaxPool cells with explicit padding) gives a window with no

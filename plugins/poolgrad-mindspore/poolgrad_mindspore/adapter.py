@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import mindspore as ms  # noqa: E402
 from mindspore import mint, nn, ops  # noqa: E402
 
-from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Keywords, Outcome, Unsupported  # noqa: E402
 
 from . import ENV_SWITCHES, VARIANTS, api, function_name, plan  # noqa: E402
 
@@ -49,7 +49,7 @@ def to_numpy(t: ms.Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.asnumpy())
 
 
-def pooling(where: str, name: str, kw: dict):
+def pooling(where: str, name: str, kw: Keywords):
     """The forward as users write it: a function of mindspore.ops / mint.nn.functional, or a cell."""
     if where == "nn":
         return getattr(nn, name)(**kw)

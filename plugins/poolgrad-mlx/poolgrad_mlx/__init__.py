@@ -16,7 +16,7 @@ Variants:
 
 from __future__ import annotations
 
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Keywords, Unsupported
 from poolgrad.adapters.framework import Framework, Upstream
 from poolgrad.reference.geometry import resolve
 
@@ -32,7 +32,7 @@ COSTS = {"eager": 0.013, "compile": 3.4}
 ENV_SWITCHES = ("MLX_DISABLE_COMPILE",)
 
 
-def plan(spec, variant: str, shape) -> dict | Unsupported:
+def plan(spec, variant: str, shape) -> Keywords | Unsupported:
     """The layer's keyword arguments (per-dim tuples) for an input of ``shape`` (N, C, *spatial),
     or why mlx.nn has none."""
     if variant not in VARIANTS:
@@ -56,7 +56,7 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
         if not spec.count_include_pad and any(padding):
             return Unsupported("count_include_pad=False with padding: mlx.nn.AvgPool averages the zero "
                                "padding too (mx.mean over the padded window)")
-    return {"kernel_size": geom.kernel_size, "stride": geom.stride, "padding": padding}
+    return Keywords({"kernel_size": geom.kernel_size, "stride": geom.stride, "padding": padding})
 
 
 # The record the entry point names (poolgrad/adapters/framework.py).

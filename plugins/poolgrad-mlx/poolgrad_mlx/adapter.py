@@ -31,7 +31,7 @@ import mlx.core as mx  # noqa: E402
 import mlx.nn as nn  # noqa: E402
 import numpy as np  # noqa: E402
 
-from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Keywords, ModeMethods, Outcome, Unsupported  # noqa: E402
 
 from . import LAYERS, VARIANTS, plan  # noqa: E402
 
@@ -51,7 +51,7 @@ def to_numpy(a: mx.array) -> np.ndarray:
     return np.asarray(a)
 
 
-def _layer(op: str, rank: int, kw: dict):
+def _layer(op: str, rank: int, kw: Keywords):
     return getattr(nn, f"{LAYERS[op]}{rank}d")(**kw)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from poolgrad.adapters import segments
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Keywords, Unsupported
 from poolgrad.adapters.framework import Framework, Unstacked, Upstream, WorkerSpec
 from poolgrad.reference.geometry import resolve
 
@@ -150,7 +150,7 @@ def _random_u(spec, spatial, kernels) -> float | None:
     return None
 
 
-def _fractional(spec, variant: str, shape) -> dict | Unsupported:
+def _fractional(spec, variant: str, shape) -> Keywords | Unsupported:
     """fractional_max_pool2d/3d with the random_u (and kernel_size, where every dim's regions have
     one size) that make paddle pool the spec's regions."""
     rank, spatial = len(shape) - 2, shape[2:]
@@ -172,7 +172,7 @@ def _fractional(spec, variant: str, shape) -> dict | Unsupported:
                       "random_u": u}
                 if variant == "return_mask":
                     kw["return_mask"] = True
-                return kw
+                return Keywords(kw)
     return Unsupported("regions no random_u gives: paddle's fractional_max_pool2d/3d place them from one random_u "
                        "shared by every dim, non-overlapping (kernel_size None) or of one kernel_size per dim")
 
@@ -187,7 +187,7 @@ def _segments(spec) -> segments.Segments | Unsupported:
     return call
 
 
-def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
+def plan(spec, variant: str, shape) -> Keywords | segments.Segments | Unsupported:
     """The keyword arguments of the paddle.nn.functional call for an input of ``shape``
     (N, C, *spatial), or why this variant has none."""
     refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
@@ -213,7 +213,7 @@ def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
         kw["data_format"] = DATA_FORMATS[rank]
     if variant == "return_mask":
         kw["return_mask"] = True
-    return kw
+    return Keywords(kw)
 
 
 # The *_with_index kernels (return_mask, and adaptive max pooling whatever return_mask is) and the

@@ -48,7 +48,7 @@ if faulthandler.is_enabled():  # its handlers sit under paddle's: registered aga
     faulthandler.enable()
 
 from poolgrad.adapters import segments  # noqa: E402
-from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Keywords, ModeMethods, Outcome, Unsupported  # noqa: E402
 
 from . import ENV_SWITCHES, STATIC_VARIANTS, VARIANTS, function_name, plan  # noqa: E402
 from .roi import ROI_VARIANTS, adapter as roi  # noqa: E402
@@ -82,7 +82,7 @@ def _flag(name: str):
         return None
 
 
-def _call(name: str, kw: dict):
+def _call(name: str, kw: Keywords):
     fn = getattr(F, name)
 
     def pool(t):

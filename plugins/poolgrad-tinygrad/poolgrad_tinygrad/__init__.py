@@ -20,7 +20,7 @@ Variants:
 
 from __future__ import annotations
 
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Keywords, Unsupported
 from poolgrad.adapters.framework import Framework, Upstream, WorkerEnvironment
 from poolgrad.reference.geometry import resolve
 
@@ -37,7 +37,7 @@ COSTS = {"eager": 3.2, "jit": 0.4, "gradient": 0.17}
 ENV_SWITCHES = ("DEV", "CC", "NOOPT", "EMULATED_DTYPES", "CACHELEVEL")
 
 
-def plan(spec, variant: str, shape) -> dict | Unsupported:
+def plan(spec, variant: str, shape) -> Keywords | Unsupported:
     """The call's keyword arguments for an input of ``shape`` (N, C, *spatial), or why tinygrad
     has none."""
     if variant not in VARIANTS:
@@ -53,7 +53,7 @@ def plan(spec, variant: str, shape) -> dict | Unsupported:
           "padding": padding, "ceil_mode": spec.ceil_mode}
     if spec.op == "avg_pool":
         kw["count_include_pad"] = spec.count_include_pad
-    return kw
+    return Keywords(kw)
 
 
 # The record the entry point names (poolgrad/adapters/framework.py).

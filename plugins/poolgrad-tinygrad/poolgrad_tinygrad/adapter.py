@@ -29,7 +29,7 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 from tinygrad import Device, Tensor, TinyJit, dtypes  # noqa: E402
 
-from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Outcome, Unsupported  # noqa: E402
+from poolgrad.adapters.base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Keywords, Outcome, Unsupported  # noqa: E402
 
 from . import ENV_SWITCHES, METHODS, VARIANTS, plan  # noqa: E402
 
@@ -57,7 +57,7 @@ def to_numpy(t: Tensor, dtype: np.dtype) -> np.ndarray:
     return t.numpy().astype(dtype) if dtype == ml_dtypes.bfloat16 else t.numpy()
 
 
-def _pool_and_gradient(method: str, kw: dict, spelling: str):
+def _pool_and_gradient(method: str, kw: Keywords, spelling: str):
     """The pooling and its gradient, as users spell it: ``y.backward(g)`` then ``x.grad`` (what a
     training step reads), or ``y.gradient(x, gradient=g)`` (the ``gradient`` variant)."""
     def run(x: Tensor, g: Tensor):

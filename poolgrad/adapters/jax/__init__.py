@@ -30,7 +30,7 @@ import math
 from poolgrad.reference.geometry import resolve
 
 from .. import idioms, keras, segments
-from ..base import Unsupported
+from ..base import Plan, Unsupported
 from ..framework import Framework, Upstream, WorkerEnvironment
 
 VARIANTS = ("eager", "jit", "flax", "reduce", "reduce_jit", "reshape", "patches", "segment", "segment_jit")
@@ -62,7 +62,7 @@ UPSTREAM = Upstream("jax-ml/jax", "the Bug report form")
 
 
 @dataclasses.dataclass(frozen=True)
-class Window:
+class Window(Plan):
     """The window over the spatial axes: reduce_window's, or for flax what its pools take
     (``pads`` is then the spec's padding string or (low, high) pairs)."""
 
@@ -73,7 +73,7 @@ class Window:
 
 
 @dataclasses.dataclass(frozen=True)
-class Reduction:
+class Reduction(Plan):
     """An idiom: jnp.max / jnp.mean over ``axes`` of x, of x reshaped to ``shape`` (reshape), or
     of its patches (``window`` given: conv_general_dilated_patches' (N, C * taps, *out) viewed
     as ``shape`` (N, C, taps, *out))."""

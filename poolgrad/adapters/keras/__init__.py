@@ -20,7 +20,7 @@ import dataclasses
 from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms
-from ..base import Unsupported
+from ..base import Plan, Unsupported
 from ..framework import Upstream, WorkerSpec
 
 VARIANTS = ("keras", "keras_global", "keras_global_cf")
@@ -35,7 +35,7 @@ UPSTREAM = Upstream("keras-team/keras", "the Bug Issue template")
 
 
 @dataclasses.dataclass(frozen=True)
-class Layer:
+class Layer(Plan):
     """A Keras pooling layer's class and arguments (hashable: layers are cached by it)."""
 
     name: str                      # e.g. "MaxPooling2D"

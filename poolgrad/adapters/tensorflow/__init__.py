@@ -47,7 +47,7 @@ from poolgrad.reference.geometry import padding_name, resolve
 
 from .. import idioms, keras, onednn, segments
 from . import crop_and_resize
-from ..base import Unsupported
+from ..base import Plan, Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "function", "xla", "with_argmax", "reduce", "reduce_function", "reduce_xla", "reshape", "patches",
@@ -88,7 +88,7 @@ UPSTREAM = Upstream("tensorflow/tensorflow", "the TensorFlow Issue Template, typ
 
 
 @dataclasses.dataclass(frozen=True)
-class Call:
+class Call(Plan):
     """Everything static about one TF pooling call (hashable: part of the trace-cache key)."""
 
     api: str                 # "nn", "pool" (tf.nn.pool, for dilation), "argmax"

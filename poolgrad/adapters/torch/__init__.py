@@ -54,7 +54,7 @@ from poolgrad.reference.geometry import resolve
 
 from .. import idioms, keras, onednn, segments
 from . import torchvision
-from ..base import Unsupported
+from ..base import Keywords, Unsupported
 from ..framework import Framework, Unstacked, Upstream, WorkerEnvironment, WorkerSpec
 
 VARIANTS = ("eager", "channels_last", "compile", "module", "return_indices", "amax", "max_dim", "mean", "reshape",
@@ -120,7 +120,7 @@ def _sliding_arguments(spec, geom, rank: int) -> dict | Unsupported:
     return kw
 
 
-def _idiom(spec, variant: str, shape) -> dict | Unsupported:
+def _idiom(spec, variant: str, shape) -> Keywords | Unsupported:
     """The arguments of an idiom variant's calls: ``dim`` (and ``keepdim``) of the reduction;
     reshape's ``shape`` (blocks split out); unfold's ``unfold`` keyword arguments and the
     ``shape`` (N, C, taps, *out) its columns are viewed as."""
@@ -128,10 +128,10 @@ def _idiom(spec, variant: str, shape) -> dict | Unsupported:
         dims = idioms.global_axes(spec, shape, GLOBAL_OPS[variant])
         if isinstance(dims, Unsupported):
             return dims
-        return {"dim": 2, "keepdim": True} if variant == "max_dim" else {"dim": dims, "keepdim": True}
+        return Keywords({"dim": 2, "keepdim": True} if variant == "max_dim" else {"dim": dims, "keepdim": True})
     if variant == "reshape":
         view = idioms.block_view(spec, shape)
-        return view if isinstance(view, Unsupported) else {"shape": view[0], "dim": view[1]}
+        return view if isinstance(view, Unsupported) else Keywords({"shape": view[0], "dim": view[1]})
     if len(shape) != 4:
         return Unsupported("F.unfold extracts 2-D patches only")
     window = idioms.patches(spec, shape)
@@ -141,7 +141,7 @@ def _idiom(spec, variant: str, shape) -> dict | Unsupported:
         return Unsupported(f"asymmetric padding {list(window.pads)}: F.unfold takes one symmetric pad per dim")
     unfold = {"kernel_size": window.kernel, "dilation": window.dilation,
               "padding": tuple(before for before, _ in window.pads), "stride": window.stride}
-    return {"unfold": unfold, "shape": (*shape[:2], math.prod(window.kernel), *window.out_shape), "dim": 2}
+    return Keywords({"unfold": unfold, "shape": (*shape[:2], math.prod(window.kernel), *window.out_shape), "dim": 2})
 
 
 # The dtypes torch's interval formula computes in: the input's own (generate_intervals<scalar_t>
@@ -226,7 +226,7 @@ def fractional_samples(spec, shape) -> tuple[tuple[int, ...], tuple[float, ...]]
     return tuple(kernel), tuple(samples)
 
 
-def _fractional(spec, variant: str, shape) -> dict | Unsupported:
+def _fractional(spec, variant: str, shape) -> Keywords | Unsupported:
     if variant not in ("eager", "return_indices"):
         return Unsupported("poolgrad calls torch's fractional max pooling as F.fractional_max_pool2d/3d, "
                            "eagerly, with and without return_indices")
@@ -242,10 +242,10 @@ def _fractional(spec, variant: str, shape) -> dict | Unsupported:
     kw = {"kernel_size": kernel, "output_size": tuple(len(r) for r in spec.regions), "_random_samples": order}
     if variant == "return_indices":
         kw["return_indices"] = True
-    return kw
+    return Keywords(kw)
 
 
-def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
+def plan(spec, variant: str, shape) -> Keywords | segments.Segments | Unsupported:
     """The keyword arguments of the call (shared by the functional and nn.Module forms) for an
     input of ``shape`` (N, C, *spatial), or why the spec is not expressible in this variant."""
     refused = segments.refuse(spec, variant, SEGMENT_VARIANTS)
@@ -270,7 +270,7 @@ def plan(spec, variant: str, shape) -> dict | segments.Segments | Unsupported:
         kw = {k: v[0] if isinstance(v, tuple) else v for k, v in kw.items()}
     if variant == "return_indices":
         kw["return_indices"] = True
-    return kw
+    return Keywords(kw)
 
 
 # Cases whose gradient a path writes outside their own (n, c) planes, so that in a stack another case

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters as dynamo_counters
 
-from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, ModeMethods, Outcome, Unsupported
+from ..base import ERROR, NO_DEVICE, OK, UNSUPPORTED, Keywords, ModeMethods, Outcome, Unsupported
 from .. import idioms, segments
 from . import COMPILED, IDIOMS, MODULE_NAMES, SEGMENT_VARIANTS, VARIANTS, plan
 
@@ -29,7 +29,7 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 
-def _functional(op: str, rank: int, kw: dict):
+def _functional(op: str, rank: int, kw: Keywords):
     fn = getattr(F, f"{op}{rank}d")
     if "_random_samples" in kw:
         return _fractional(fn, kw)
@@ -39,7 +39,7 @@ def _functional(op: str, rank: int, kw: dict):
     return call
 
 
-def _fractional(fn, kw: dict):
+def _fractional(fn, kw: Keywords):
     """F.fractional_max_pool<r>d with the plan's samples as torch takes them: a contiguous
     (N, C, rank) tensor of the input's dtype, the same samples for every plane."""
     samples, rest = kw["_random_samples"], {k: v for k, v in kw.items() if k != "_random_samples"}
@@ -50,11 +50,11 @@ def _fractional(fn, kw: dict):
     return call
 
 
-def _module(op: str, rank: int, kw: dict):
+def _module(op: str, rank: int, kw: Keywords):
     return getattr(torch.nn, f"{MODULE_NAMES[op]}{rank}d")(**kw)
 
 
-def _idiom(op: str, rank: int, kw: dict, variant: str):
+def _idiom(op: str, rank: int, kw: Keywords, variant: str):
     """The pooling an idiom variant writes without a pooling function (see plan's _idiom)."""
     if variant == "max_dim":
         def values_and_indices(t):
@@ -106,7 +106,7 @@ def _fresh_code(fn):
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def _hashable(kw: dict | segments.Segments) -> tuple | segments.Segments:
+def _hashable(kw: Keywords | segments.Segments) -> tuple | segments.Segments:
     return kw if isinstance(kw, segments.Segments) else tuple(sorted(kw.items()))
 
 
@@ -126,7 +126,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.numpy())
 
 
-def _refusal(op: str, rank: int, kw: dict, variant: str, x: np.ndarray) -> Exception | None:
+def _refusal(op: str, rank: int, kw: Keywords, variant: str, x: np.ndarray) -> Exception | None:
     """What torch raised refusing the call's arguments, or None: it accepts them (and whatever
     failed, failed on a call torch accepts: an error).
 

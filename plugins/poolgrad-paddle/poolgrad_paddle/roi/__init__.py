@@ -17,14 +17,14 @@ import dataclasses
 import numpy as np
 
 from poolgrad.adapters import roi
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Plan, Unsupported
 
 ROI_VARIANTS = ("vision_ops",)
 DTYPES = ("float32", "float64")
 
 
 @dataclasses.dataclass(frozen=True)
-class PaddleRoi:
+class PaddleRoi(Plan):
     call: roi.RoiCall
     order: tuple[int, ...]       # the spec's box indices, sorted by image
     boxes_num: tuple[int, ...]   # boxes per image

@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from poolgrad.adapters import roi
-from poolgrad.adapters.base import Unsupported
+from poolgrad.adapters.base import Plan, Unsupported
 from poolgrad.reference import roi_crop
 from poolgrad.reference.roi_pool import align_bins
 
@@ -35,7 +35,7 @@ _OPS = {"crop_and_resize": "roi_align", "crop_and_resize_max": "roi_crop_max_poo
 
 
 @dataclasses.dataclass(frozen=True)
-class CropAndResize:
+class CropAndResize(Plan):
     boxes: tuple             # per box, normalized [y1, x1, y2, x2]
     box_indices: tuple       # per box, its image
     crop_size: tuple[int, int]
