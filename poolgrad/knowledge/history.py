@@ -36,14 +36,14 @@ def load_history(path) -> dict:
 
 def merged(*histories: dict) -> dict:
     """One history of several (each framework's, or a file and the lanes of a new build): a
-    lane of the same name in a later one replaces the earlier's, with its counts."""
+    lane of the same name in a later one replaces the earlier's, and with it the counts of every
+    finding the later run measured there. A finding it did not measure (no result in its scope:
+    the catalogue no longer reaches it, or the run was a subset) keeps the earlier run's counts:
+    the release is the same, only what was run differs, and a measured bound is not lost to a
+    run that did not look."""
     lanes: dict[str, dict] = {}
     findings: dict[str, dict] = {}
     for history in histories:
-        names = {lane["lane"] for lane in history.get("lanes", [])}
-        for per in findings.values():
-            for name in names & per.keys():
-                del per[name]
         lanes.update((lane["lane"], lane) for lane in history.get("lanes", []))
         for fid, per in history.get("findings", {}).items():
             findings.setdefault(fid, {}).update(per)

@@ -124,6 +124,19 @@ def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
     assert sorted(parts) == ["fw2", "otherfw"] and parts["otherfw"] == both and merged(*parts.values()) == merged(both, other)
 
 
+def test_a_lane_run_again_replaces_what_it_measured_and_keeps_what_it_did_not(tmp_path):
+    """The same release run again (a newer catalogue, a subset) replaces the counts of every
+    finding it measured there; one whose scope it no longer reached keeps the earlier run's
+    counts, and with them the bound they measured."""
+    kb = Knowledge([parse_finding(NAN_LAST, 0)])
+    first = build([_run(tmp_path / "a.jsonl", "2.11.0", kb, {})], kb, MACHINE)
+    first["findings"]["unreached"] = {"otherfw-2.11.0": [0, 3]}     # measured by the earlier run only
+    again = build([_run(tmp_path / "b.jsonl", "2.11.0", kb, {"nan_tie": "last"})], kb, MACHINE)
+    both = merged(first, again)
+    assert both["findings"] == {"last-nan": {"otherfw-2.11.0": [2, 0]}, "unreached": {"otherfw-2.11.0": [0, 3]}}
+    assert both["lanes"] == again["lanes"]
+
+
 def test_a_frameworks_environment_decides_the_kernel_features_and_facts_findings_see():
     """TensorFlow's oneDNN (poolgrad/adapters/onednn.py): its ISA cap, from the run's switches or
     the adapter's report, limits the features; oneDNN off leaves none. A framework that declares
