@@ -47,10 +47,13 @@ def _max_jvp(plan, xw, tw, tie, nan) -> np.ndarray:
 
 
 def _lp_terms(spec, plan, xw):
-    """(z, the reverse rule's per-window factor c = z ** (1/p - 1) * scale, 0 where z is 0)."""
-    p = spec.norm_type
-    z = avg_pool.window_sum(plan, xw, lambda a: a ** p) * lp_pool._scale(plan)   # lp's z, float64
-    return z, np.where(z != 0, z ** (1.0 / p - 1.0), 0.0) * lp_pool._scale(plan)
+    """(z, the reverse rule's per-window factor c = z ** (1/p - 1) * scale, and its derivative
+    in z times the chain's scale ** 2 * p: dc = (1/p - 1) z ** (1/p - 2) * scale ** 2 * p; c and
+    dc 0 where z is 0)."""
+    p, scale = spec.norm_type, lp_pool._scale(plan)
+    z = avg_pool.window_sum(plan, xw, lambda a: a ** p) * scale   # lp's z, float64
+    c = np.where(z != 0, z ** (1.0 / p - 1.0), 0.0) * scale
+    return z, c, np.where(z != 0, (1.0 / p - 1.0) * z ** (1.0 / p - 2.0), 0.0) * scale * scale * p
 
 
 def _jvp(spec, plan, xw, tw, tie, nan, dtype=None) -> np.ndarray:
@@ -63,7 +66,7 @@ def _jvp(spec, plan, xw, tw, tie, nan, dtype=None) -> np.ndarray:
         return avg_pool.forward(spec, plan, tw)
     if spec.op == "roi_align":
         return roi_pool.align_forward(plan, tw)
-    _, c = _lp_terms(spec, plan, xw)
+    _, c, _ = _lp_terms(spec, plan, xw)
     return c * avg_pool.window_sum(plan, xw ** (spec.norm_type - 1.0) * tw)
 
 
@@ -90,20 +93,47 @@ def double_backward(spec, x: np.ndarray, grad_output, v, *, tie: str = "first",
     xw = xw.astype(np.float64)
     with np.errstate(all="ignore"):
         by_g = _jvp(spec, plan, xw, vw, tie, nan, x.dtype)
-        by_x = np.zeros(xw.shape) if spec.op != "lp_pool" else _lp_by_x(spec, plan, xw, g, vw)
+        by_x = (sum(_lp_by_x(spec, plan, xw, g, vw, *_lp_terms(spec, plan, xw)[1:])) if spec.op == "lp_pool"
+                else np.zeros(xw.shape))
     return round_to(by_g, x.dtype), round_to(plan.unpad(by_x), x.dtype)
 
 
-def _lp_by_x(spec, plan, xw, g, vw) -> np.ndarray:
-    """d/dx_j of sum_w g_w c_w s_w with s_w = sum_{i in w} x_i ** (p-1) v_i (the reverse rule):
-    (p-1) v_j x_j ** (p-2) sum_w g_w c_w  +  x_j ** (p-1) sum_w g_w s_w dc_w/dz * scale * p,
-    where dc_w/dz = (1/p - 1) z ** (1/p - 2) * scale (0 where z is 0, as c is)."""
+def _lp_by_x(spec, plan, xw, g, vw, c, dc) -> tuple[np.ndarray, np.ndarray]:
+    """d/dx_j of sum_w g_w c_w s_w with s_w = sum_{i in w} x_i ** (p-1) v_i (the reverse rule),
+    as its two terms: x_j ** (p-1) sum_w g_w s_w dc_w, and (p-1) v_j x_j ** (p-2) sum_w g_w c_w
+    (none for p = 1: x ** (p - 1) is constant, and no 0 * inf at x = 0)."""
     p = spec.norm_type
-    scale = lp_pool._scale(plan)
-    z, c = _lp_terms(spec, plan, xw)
     s = avg_pool.window_sum(plan, xw ** (p - 1.0) * vw)
-    dc = np.where(z != 0, (1.0 / p - 1.0) * z ** (1.0 / p - 2.0), 0.0) * scale * scale * p
     through_x = avg_pool.spread(plan, xw.shape, g * dc * s, lambda a: a ** (p - 1.0), xw)
-    if p == 1.0:  # x ** (p - 1) is constant: no own-term (and no 0 * inf at x = 0)
-        return through_x
-    return through_x + (p - 1.0) * vw * xw ** (p - 2.0) * avg_pool.spread(plan, xw.shape, g * c)
+    if p == 1.0:
+        return through_x, np.zeros(xw.shape)
+    return through_x, (p - 1.0) * vw * xw ** (p - 2.0) * avg_pool.spread(plan, xw.shape, g * c)
+
+
+def error_scale(mode: str, spec, x: np.ndarray, grad_output, t) -> list[np.ndarray]:
+    """avg/lp: the size (float64) each derivative's error is eps times a small multiple of, as
+    api.error_scale for the reverse mode (jvp: [output tangent]; double_backward: [by
+    grad_output, by x]). avg: the formula on |x|, |t|. lp: every factor's magnitude, the
+    window factors c and dc widened by the conditioning of the power sum as lp_pool.error_scale
+    widens c (kappa = sum |x| ** p / |z|, inf where z is 0 and the terms are not), and the
+    second order's two terms, of opposite signs (1/p - 1 < 0), added as magnitudes."""
+    plan, xw = api._prepare(spec, x)
+    xw = xw.astype(np.float64)
+    tw = np.abs(plan.pad(_rounded("t", t, x.shape, x.dtype)))
+    with np.errstate(all="ignore"):
+        if spec.op != "lp_pool":
+            by_g = _jvp(spec, plan, np.abs(xw), tw, "first", "propagate", x.dtype)
+            return [by_g] if mode == "jvp" else [by_g, np.zeros(x.shape)]
+        p = spec.norm_type
+        z, c, dc = _lp_terms(spec, plan, xw)
+        kappa = avg_pool.window_sum(plan, np.abs(xw), lambda a: a ** p) * lp_pool._scale(plan) / np.abs(z)
+        kappa = np.where(np.isnan(kappa), 0.0, kappa)   # a window of zeros: no sum to condition
+        ca, dca = (np.where(np.isinf(kappa), np.inf, np.abs(f) * (1.0 + k * kappa + p))
+                   for f, k in ((c, abs(1.0 / p - 1.0)), (dc, abs(1.0 / p - 2.0))))
+        ax = np.abs(xw)
+        by_g = ca * avg_pool.window_sum(plan, ax ** (p - 1.0) * tw)
+        if mode == "jvp":
+            return [by_g]
+        g = np.abs(_rounded("grad_output", grad_output, plan.out_shape(x), x.dtype))
+        by_x = sum(np.abs(term) for term in _lp_by_x(spec, plan, ax, g, tw, ca, dca))
+    return [by_g, plan.unpad(by_x)]

@@ -149,11 +149,9 @@ def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
 
 
 def _arithmetic(mode, spec, x, grad_output, t, derivative, want, by_x, want_x) -> Verdict:
-    """Within the op's tolerance, the scale being the reference on |x|, |grad_output|, |t|
-    (the size of the terms summed), as the reverse mode's cancellation rule."""
-    ax, ag, at = np.abs(x), np.abs(np.asarray(grad_output)), np.abs(t)
-    scales = ([reference.jvp(spec, ax, at)] if mode == "jvp"
-              else list(reference.double_backward(spec, ax, ag, at)))
+    """Within the op's tolerance, the scale being the size of the terms summed
+    (reference.ad_modes.error_scale), as the reverse mode's cancellation rule."""
+    scales = reference.ad_modes.error_scale(mode, spec, x, grad_output, t)
     pairs = [(DERIVATIVE[mode], derivative, want)] + ([("grad_grad_input", by_x, want_x)] if want_x is not None else [])
     worst = 0.0
     for (name, got, expected), scale in zip(pairs, scales):

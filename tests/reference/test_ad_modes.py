@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pool_strategies import OPS, inputs
-from poolgrad.reference import TIES, PoolSpec, SpecError, backward, double_backward, forward, jvp, resolve
+from poolgrad.reference import TIES, ad_modes, PoolSpec, SpecError, backward, double_backward, forward, jvp, resolve
 from test_reference_gradcheck import FEW, draw_case, tie_free
 
 STEP = 1e-6
@@ -109,6 +109,21 @@ def test_lp_second_order_by_hand():
     assert by_g.item() == pytest.approx((3 * 1 + 4 * 2) / 5)
     np.testing.assert_allclose(by_x, 5.0 * (v - x * 11.0 / 25.0) / 5.0)
     assert jvp(spec, np.zeros((1, 1, 2)), v).item() == 0.0   # z = 0: the reverse rule's 0
+
+
+def test_lp_second_order_error_scale_counts_the_terms_that_cancel():
+    """Along v = x the second order in x of a norm is 0 (lp is homogeneous of degree 1): its two
+    terms, g v / y and -g x (x.v) / y**3, cancel exactly, so a dtype computing them apart is off
+    by eps times their size, not of the 0 they make. The scale counts each; on an odd p it
+    also widens by the cancelling power sum's conditioning."""
+    spec = PoolSpec.from_dict({"op": "lp_pool", "kernel_size": 2, "norm_type": 2})
+    x, g = np.array([[[3.0, 4.0]]]), np.array([[[5.0]]])
+    assert np.abs(double_backward(spec, x, g, x)[1]).max() < 1e-12
+    by_g, by_x = ad_modes.error_scale("double_backward", spec, x, g, x)
+    assert (by_x >= 2 * 5.0 * x / 5.0).all() and by_g.item() >= 5.0     # |g v / y| + |g x (x.v) / y**3|
+    cubes = PoolSpec.from_dict({"op": "lp_pool", "kernel_size": 2, "norm_type": 3})
+    signed, same = (ad_modes.error_scale("jvp", cubes, np.array([[[a, 4.0]]]), None, np.ones((1, 1, 2))) for a in (-3.9, 3.9))
+    assert signed[0].item() > 10 * same[0].item()     # z = 4**3 - 3.9**3 is small beside 4**3 + 3.9**3
 
 
 def test_rounding_to_the_dtype_and_bad_shapes():
