@@ -62,14 +62,20 @@ def cache_env(cache: Path, tree: Path) -> dict[str, str]:
     kernel cache; a JAX persistent cache the user set is dropped (JAX keeps none by default).
     TensorFlow's XLA keeps one only where poolgrad asks (under poolgrad's), MLX and Keras none.
     PYTHONPATH puts ``tree``'s poolgrad and plugins first: the editable install's finder comes
-    after every path entry."""
-    plugins = sorted(str(p) for p in (tree / "plugins").glob("poolgrad-*") if p.is_dir())
-    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "PYTHONPATH")}
-    masks = mask_plugins(tree, cache / "masked-plugins")
+    after every path entry (:func:`tree_env`)."""
+    env = {k: v for k, v in tree_env(tree, cache / "masked-plugins").items() if k != "JAX_COMPILATION_CACHE_DIR"}
     return {**env, "POOLGRAD_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(cache / "xdg"),
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-            "CACHEDB": str(cache / "xdg" / "tinygrad" / "cache.db"), "CUDA_CACHE_PATH": str(cache / "nv"),
-            "PYTHONPATH": os.pathsep.join([str(tree), *plugins, *masks])}
+            "CACHEDB": str(cache / "xdg" / "tinygrad" / "cache.db"), "CUDA_CACHE_PATH": str(cache / "nv")}
+
+
+def tree_env(tree: Path, masks: Path) -> dict[str, str]:
+    """This process's environment with ``tree``'s poolgrad and plugins first on PYTHONPATH (the
+    editable install's finder comes after every path entry) and the installed plugins ``tree``
+    lacks masked (:func:`mask_plugins`, under ``masks``)."""
+    plugins = sorted(str(p) for p in (tree / "plugins").glob("poolgrad-*") if p.is_dir())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(tree), *plugins, *mask_plugins(tree, masks)])}
 
 
 def mask_plugins(tree: Path, where: Path) -> list[str]:

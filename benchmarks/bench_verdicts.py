@@ -66,9 +66,14 @@ def judge(results: str) -> dict:
     return {"records": len(items), "cpu_s": round(time.process_time() - start, 3), "digest": digest.hexdigest()}
 
 
-def run_tree(tree: Path, results: Path) -> dict:
+def run_tree(tree: Path, results: Path, masks: Path) -> dict:
+    """Judge in ``tree`` with its own plugins (bench_catalogue.tree_env: a commit from before a
+    plugin's current planner cannot import it). Imported here, in the parent only: bench_catalogue
+    imports this checkout's poolgrad, which the child judging another tree must not."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_catalogue import tree_env
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--judge", str(results)], cwd=tree,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=tree_env(tree, masks))
     if proc.returncode:
         raise SystemExit(f"judging in {tree} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -98,7 +103,7 @@ def main(argv=None) -> int:
             runs: dict[str, dict] = {}
             for _ in range(args.rounds):
                 for label, tree in trees.items():
-                    r = run_tree(tree, results)
+                    r = run_tree(tree, results, Path(tmp) / f"masked-{label}")
                     if label in runs:
                         r["cpu_s"] = min(r["cpu_s"], runs[label]["cpu_s"])
                     runs[label] = r
