@@ -31,12 +31,14 @@ def judge(candidates: list[Finding], observation) -> Judgement:
     says what the case and its framework call are (op, dtype, properties, call_elements,
     call_properties), what the verdict engine calls it (verdict) and answers the claims'
     questions: ``holds(forward_policy, gradient_policy)``, whether the result equals the
-    reference under those (partial) policies, and ``shows_no_more_than(impact)``, whether its
-    arrays are no worse than ``impact`` says (a verdict claim checks nothing else, so a result
+    reference under those (partial) policies, ``policies_apply``, whether a policy claim can be
+    checked there at all (out of scope where not), and ``shows_no_more_than(impact)``, whether
+    its arrays are no worse than ``impact`` says (a verdict claim checks nothing else, so a result
     off by more than rounding is never credited to a rounding finding)."""
     o = observation
     verdict, properties, elements, call_properties = o.verdict.verdict, o.properties, o.call_elements, lambda: o.call_properties
-    scope = [f for f in candidates if f.in_scope(o.op, o.dtype, properties, elements, call_properties)]
+    scope = [f for f in candidates if (o.policies_apply or not f.claims_policy)
+             and f.in_scope(o.op, o.dtype, properties, elements, call_properties)]
     if verdict in SKIPPED_VERDICTS and not any(f.verdict == verdict for f in scope):
         return Judgement("skipped", [], scope, [])
     if verdict == "reordered":

@@ -86,6 +86,13 @@ class Observation:
         return *self.observed.fingerprint, derivative if derivative is None else (
             derivative.dtype.str, derivative.shape, derivative.tobytes())
 
+    @property
+    def policies_apply(self) -> bool:
+        """Whether a policy claim can be checked here: in the reverse mode, and in the AD modes of
+        a selection (max-type ops); the spec has no AD mode of avg's or lp's policies (an order of
+        sums, a dtype to sum in), so there a policy claim says nothing."""
+        return self.mode == "backward" or self.case.spec.is_max
+
     def holds(self, forward: dict, gradient: dict) -> bool:
         """Whether the outcome is the reference's result under the (partial) policies ``forward``
         and ``gradient`` (a claim's, or several claims' together)."""

@@ -220,6 +220,22 @@ def test_a_mode_record_is_judged_only_by_claims_on_it():
     assert check(case, TARGET, "2.21.0", failing, _kb(in_modes), 0.0, mode="jvp").outcome == "expected"
 
 
+def test_an_arithmetic_ops_policy_claim_says_nothing_in_an_ad_mode():
+    """The spec has no AD mode of avg's or lp's policies: a reverse-mode finding that sums in the
+    dtype is out of scope of an avg tangent, which fails (or passes) on its own arrays, and is not
+    reported as contradicted; a failure claim that lists the mode still explains it."""
+    spec = PoolSpec.from_dict({"op": "avg_pool1d", "kernel_size": 2, "stride": 2, "dtype": "float32"})
+    case = _case(np.array([[[1.0, 2.0, 3.0, 4.0]]], dtype=np.float32), spec=spec)
+    in_dtype = {"id": "sums-in-dtype", "ops": ["avg_pool*"], "policy": {"accumulate": "dtype"}}
+    r = Policy().evaluate(spec, case.input, case.grad_output)
+    wrong_tangent = [Outcome(OK, forward=r.forward, grad_input=r.grad_input, tangent_output=np.full((1, 1, 2), np.nan, np.float32))]
+    checked = check(case, TARGET, "2.21.0", wrong_tangent, _kb(in_dtype), 0.0, mode="jvp")
+    assert checked.outcome == "fail" and checked.judgement.in_scope == [] and checked.judgement.contradicted == []
+    assert check(case, TARGET, "2.21.0", wrong_tangent, _kb(in_dtype), 0.0).judgement.in_scope != []  # backward: in scope
+    nan_tangent = {"id": "nan-tangent", "ops": ["avg_pool*"], "modes": ["jvp"], "verdict": "wrong"}
+    assert check(case, TARGET, "2.21.0", wrong_tangent, _kb(in_dtype, nan_tangent), 0.0, mode="jvp").outcome == "expected"
+
+
 def test_a_skip_reason_is_one_line_of_the_framework_message():
     from poolgrad.suite.check import headline
     traced = "in user code:\n\n    File \"x.py\", line 3, in f  *\n        y = pool(x)\n\n    TypeError: Expected string for argument 'padding'\n"
