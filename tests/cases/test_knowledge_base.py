@@ -74,8 +74,9 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # scatter_reduce(amax)'s atomic max keeping the sign of the last tied zero
     # 174: --ad-modes all: lp_pool's product rule gives a NaN-sum window a NaN tangent (norm_type 1)
     # 175: --ad-modes all: pow's derivative at a zero power sum gives the window a NaN tangent
+    # 176: --ad-modes all: Keras adaptive average pooling's empty big pool refused by forward mode
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 175
+    assert 25 <= len(own) <= 176
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
