@@ -50,7 +50,9 @@ def to_numpy(t: ms.Tensor) -> np.ndarray:
 
 
 def pooling(where: str, name: str, kw: Keywords):
-    """The forward as users write it: a function of mindspore.ops / mint.nn.functional, or a cell."""
+    """The forward as users write it: a function of mindspore.ops / mint.nn.functional, or a cell.
+    The keywords as a plain dict: graph mode (mindspore.jit) unpacks only a tuple, list or dict."""
+    kw = dict(kw)
     if where == "nn":
         return getattr(nn, name)(**kw)
     fn = getattr(MODULES[where], name)
