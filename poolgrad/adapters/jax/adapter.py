@@ -33,6 +33,8 @@ from . import JITTED, SEGMENT_VARIANTS, VARIANTS, Reduction, Window, plan
 jax.config.update("jax_enable_x64", True)
 # No reduced-precision shortcuts on GPU (pooling has no matmul, but the suite records it).
 jax.config.update("jax_default_matmul_precision", "highest")
+# The scoped switch (flax's float32 counts): jax.enable_x64 since JAX 0.8, jax.experimental's before.
+_ENABLE_X64 = jax.enable_x64 if hasattr(jax, "enable_x64") else importlib.import_module("jax.experimental").enable_x64
 
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu"}
 
@@ -225,7 +227,7 @@ class JaxAdapter(ModeMethods, Adapter):
             return Outcome(status=NO_DEVICE, message="no GPU visible to JAX")
         # flax runs under JAX's default config (no 64-bit types: its float32 counts are what
         # users get) except for float64 cases, which need them.
-        with jax.enable_x64(variant != "flax" or x.dtype == np.float64):
+        with _ENABLE_X64(variant != "flax" or x.dtype == np.float64):
             if variant in SEGMENT_VARIANTS:  # (items, features) data in and out (adapters/segments.py)
                 return segments.as_planes(self._run(mode, spec, variant, dev, *map(
                     segments.items, (x, grad_output, *extra))), *x.shape[:2])
