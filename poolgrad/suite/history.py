@@ -107,9 +107,11 @@ def table(history: dict, knowledge) -> str:
         for f in (f for f in knowledge if f.framework == framework):
             rel = per_release(history, f.id)
             cells = "".join(mark.get(rel.get(v), " ").center(len(v) + 2) for v in versions)
-            measured = rel and any(s != "not seen" for s in rel.values())
-            rng = version_range(history, f.id) or ("any release (no measured release contradicts it)" if measured
-                                                   else "not measured")
+            seen = {s for s in rel.values() if s != "not seen"}
+            rng = version_range(history, f.id) or (
+                "not measured" if not seen else "no measured release shows it" if seen == {"does not hold"}
+                else "any release (no measured release contradicts it)")
+            measured = bool(seen)
             fixed, fixes = fixed_in(history, f.id), _fixes(f)
             if fixed:
                 rng += f"; fixed in {fixed}" + (f" (fix {fixes})" if fixes else "")

@@ -19,7 +19,7 @@ from poolgrad.reports import synthetic
 from poolgrad.reports.records import read_results, write_record
 from poolgrad.suite.characterize import propose
 from poolgrad.suite.check import check
-from poolgrad.suite.history import build, by_framework, lane_environment, lane_name
+from poolgrad.suite.history import build, by_framework, lane_environment, lane_name, table
 from poolgrad.suite.replay import JUDGED, judge_record, main as replay_main
 from poolgrad.verdicts import Policy
 
@@ -106,6 +106,9 @@ def test_history_counts_where_a_finding_holds_and_where_a_release_contradicts_it
     hist = build([old, new], kb, MACHINE)
     assert [lane["lane"] for lane in hist["lanes"]] == ["otherfw-2.11.0", "otherfw-2.13.0"]
     assert hist["findings"]["last-nan"] == {"otherfw-2.11.0": [0, 2], "otherfw-2.13.0": [2, 0]}
+    assert table(hist, kb).splitlines()[1].endswith("last-nan  >=2.13.0")
+    # contradicted wherever measured: the table says so, not "any release"
+    assert table(build([old], kb, MACHINE), kb).splitlines()[1].endswith("last-nan  no measured release shows it")
 
 
 def test_a_gpus_results_are_a_lane_of_their_own_added_to_the_history(tmp_path):
