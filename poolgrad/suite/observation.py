@@ -88,10 +88,8 @@ class Observation:
 
     @property
     def policies_apply(self) -> bool:
-        """Whether a policy claim can be checked here: in the reverse mode, and in the AD modes of
-        a selection (max-type ops); the spec has no AD mode of avg's or lp's policies (an order of
-        sums, a dtype to sum in), so there a policy claim says nothing."""
-        return self.mode == "backward" or self.case.spec.is_max
+        """Whether a policy claim can be checked here (claims.checkable): where not, it says nothing."""
+        return claims.checkable(self.case.spec, self.mode)
 
     def holds(self, forward: dict, gradient: dict) -> bool:
         """Whether the outcome is the reference's result under the (partial) policies ``forward``

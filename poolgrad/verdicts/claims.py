@@ -15,12 +15,19 @@ from .extended_policies import Policy
 from .sums import routes_as
 
 
+def checkable(spec, mode: str) -> bool:
+    """Whether a policy claim can be checked on a result of ``spec`` in ``mode``: in the reverse
+    mode, and in the AD modes of a selection (max-type ops); the spec has no AD mode of avg's or
+    lp's policies (an order of sums, a dtype to sum in)."""
+    return mode == "backward" or spec.is_max
+
+
 def holds(observed, mode: str, forward: dict, gradient: dict) -> bool:
     """Whether the outcome (one that ran) is the reference's result under the (partial) policies
     ``forward`` and ``gradient``, in ``mode`` ("backward" or an AD mode)."""
     ref, fp, gp = observed.reference, Policy(**forward), Policy(**gradient)
     if not ref.spec.is_max:  # avg/lp: within the op's tolerance, as the policy search matches them
-        return mode == "backward" and not observed.shape_error and all(
+        return checkable(ref.spec, mode) and not observed.shape_error and all(
             observed.close(side, p).all() for side, p in ((0, fp), (1, gp)))
     # The observed arrays as each claim compares them (Policy.compared: a zero's sign left open).
     if mode != "backward":  # forward: the mode's policy, gradient: the reverse mode's (Finding.in_mode)
