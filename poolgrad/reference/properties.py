@@ -10,7 +10,7 @@ meaning are the table in SPEC.md ("Case properties").
 
 from __future__ import annotations
 
-import itertools
+import math
 
 import ml_dtypes
 import numpy as np
@@ -22,6 +22,10 @@ from . import roi_crop, roi_pool
 from .segment_pool import is_sorted
 from .spec import PoolSpec
 from .taps import plan_for
+
+# Windows x taps elements per block of planes gathered at once: the gather and the per-tap
+# tests cost per numpy call below that size, and a stack's block stays a few MiB.
+BLOCK_ELEMENTS = 1 << 17
 
 PROPERTIES = {
     "nan": "a window holds a NaN",
@@ -229,89 +233,108 @@ def _subnormal(x: np.ndarray, tiny: float) -> np.ndarray:
 
 def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The value properties, and for each of them and each plane along N whether one of the
-    plane's windows has it ((properties, N) bool)."""
+    plane's windows has it ((properties, N) bool). Every window's taps are gathered at once,
+    (planes, windows, taps) in window order, a block of planes at a time."""
     plan = plan_for(spec, x.shape)
-    geom = plan.geom
     xw = plan.pad(x.astype(work_dtype(x.dtype), copy=False))
-    out = plan.out_shape(xw)
-    zeros = lambda: np.zeros(out, dtype=np.int64)  # noqa: E731
-    n_real, n_nan, n_neginf, n_zero, n_pos0, n_neg0, n_max = (zeros() for _ in range(7))
-    n_finite = zeros()
-    nan_late = np.zeros(out, dtype=bool)
-    first_number = np.zeros(out, dtype=bool)
-    power_sum, abs_sum, power_max, signed_power_sum = (np.zeros(out) for _ in range(4))
-    top = np.full(out, -np.inf)
-    reads_padding = np.zeros(geom.out_shape, dtype=bool)
-    leads_padding, seen = np.zeros(geom.out_shape, dtype=bool), np.zeros(geom.out_shape, dtype=bool)
-    for padded, (index, valid) in zip(_padding_taps(geom), plan.taps):
-        v = xw[index]
-        real = np.ones(out, dtype=bool) if valid is None else np.broadcast_to(valid, out)
-        reads_padding |= padded
-        leads_padding |= ~seen & padded
-        seen |= padded | (True if valid is None else valid)
-        nan_late |= real & np.isnan(v) & (n_real > 0)
-        first_number |= real & ~np.isnan(v) & (n_real == 0)
-        n_real += real
-        n_nan += real & np.isnan(v)
-        n_neginf += real & np.isneginf(v)
-        n_finite += real & np.isfinite(v)
-        if spec.op.endswith("avg_pool"):
-            abs_sum += np.where(real, np.abs(v.astype(np.float64)), 0.0)
-        if spec.op == "lp_pool":
-            with np.errstate(over="ignore", invalid="ignore"):
-                vf = v.astype(np.float64)
-                power = np.where(real, np.abs(vf) ** float(spec.norm_type), 0.0)
-                signed_power_sum += np.where(real, vf ** float(spec.norm_type), 0.0)
-                power_sum += power
-                np.copyto(power_max, np.fmax(power_max, power))
-        n_zero += real & (v == 0)
-        n_pos0 += real & (v == 0) & ~np.signbit(v)
-        n_neg0 += real & (v == 0) & np.signbit(v)
-        np.copyto(top, np.fmax(top, v), where=real & ~np.isnan(v))
-    for index, valid in plan.taps:
-        v = xw[index]
-        real = True if valid is None else valid
-        n_max += real & (v == top)
+    windows = math.prod(plan.geom.out_shape)
+    taps = len(plan.taps)
+    table = plan.window_table(xw.shape)[0].reshape(windows, taps)
+    real, padded = _tap_masks(plan.geom)
+    before = np.cumsum(real, axis=1) - real  # real taps ahead of each tap in its window
+    seen = real | padded
+    # the window's first tap that is real or padding is padding
+    leads_padding = (seen.any(axis=1) & padded[np.arange(windows), seen.argmax(axis=1)] if taps
+                     else np.zeros(windows, dtype=bool))
+    reads_padding = padded.any(axis=1)
+    n_real = real.sum(axis=1)
     has_real = n_real > 0
     largest = float(ml_dtypes.finfo(x.dtype).max)
+    planes = xw.reshape(len(x) * x.shape[1], -1)
+    step = max(1, BLOCK_ELEMENTS // max(1, windows * taps))
+    blocks = [_value_flags(spec, planes[i:i + step][:, table], real, before, n_real, has_real, reads_padding,
+                           leads_padding, largest) for i in range(0, len(planes), step)]
+    per_row = np.concatenate([hits for _, hits in blocks], axis=1) if len(blocks) > 1 else blocks[0][1]
+    return blocks[0][0], per_row.reshape(len(per_row), len(x), -1).any(axis=2)
+
+
+def _value_flags(spec, v, real, before, n_real, has_real, reads_padding, leads_padding,
+                 largest) -> tuple[list[str], np.ndarray]:
+    """The value properties, and per property and row of ``v`` (planes, windows, taps) whether
+    one of the row's windows has it ((properties, rows) bool)."""
+    isnan = np.isnan(v)
+    real_nan = real & isnan
+    n_nan = real_nan.sum(axis=2)
+    nan_late = (real_nan & (before > 0)).any(axis=2)
+    first_number = (real & ~isnan & (before == 0)).any(axis=2)
+    n_neginf = (real & np.isneginf(v)).sum(axis=2)
+    n_finite = (real & np.isfinite(v)).sum(axis=2)
+    zero = real & (v == 0)
+    n_zero = zero.sum(axis=2)
+    n_neg0 = (zero & np.signbit(v)).sum(axis=2)
+    n_pos0 = n_zero - n_neg0
+    top = np.where(real & ~isnan, v, -np.inf).max(axis=2, initial=-np.inf)
+    n_max = (real & (v == top[..., None])).sum(axis=2)
+    numbers = n_nan < n_real
+    neginf_only = has_real & (n_neginf == n_real)
+    no_finite = has_real & (n_finite == 0) & (n_nan + n_neginf == n_real)
     flags = {
         "nan": n_nan > 0,
         "nan_several": n_nan > 1,
-        "nan_with_number": (n_nan > 0) & (n_nan < n_real),
+        "nan_with_number": (n_nan > 0) & numbers,
         "nan_only": has_real & (n_nan == n_real),
         "nan_not_first": nan_late,
         "number_then_nan": first_number & (n_nan > 0),
-        "ties": (n_max > 1) & (n_nan < n_real),
-        "infinite_max": (n_nan < n_real) & np.isinf(top),
+        "ties": (n_max > 1) & numbers,
+        "infinite_max": numbers & np.isinf(top),
         "signed_zero_tie": (top == 0) & (n_pos0 > 0) & (n_neg0 > 0),
         "negative_zero_max": (top == 0) & (n_pos0 == 0) & (n_neg0 > 0),
-        "zero_max": (n_nan < n_real) & (top == 0),
-        "neginf_window": has_real & (n_neginf == n_real),
-        "no_finite_window": has_real & (n_finite == 0) & (n_nan + n_neginf == n_real),
-        "neginf_window_at_padding": has_real & (n_neginf == n_real) & reads_padding,
-        "neginf_window_after_padding": has_real & (n_neginf == n_real) & leads_padding,
-        "no_finite_window_after_padding": has_real & (n_finite == 0) & (n_nan + n_neginf == n_real) & leads_padding,
-        "padding": np.broadcast_to(reads_padding, out),
+        "zero_max": numbers & (top == 0),
+        "neginf_window": neginf_only,
+        "no_finite_window": no_finite,
+        "neginf_window_at_padding": neginf_only & reads_padding,
+        "neginf_window_after_padding": neginf_only & leads_padding,
+        "no_finite_window_after_padding": no_finite & leads_padding,
+        "padding": reads_padding,
         "padding_could_win": reads_padding & has_real & ((top < 0) | ((top == 0) & (n_pos0 == 0))),
         "empty_window": ~has_real,
         "zero_window": has_real & (n_zero == n_real),
-        # the sum the spec's lp gradient is 0 at (reference/lp_pool.py)
-        "zero_power_sum": has_real & (signed_power_sum == 0) if spec.op == "lp_pool" else False,
-        "power_sum_overflows": power_sum > largest,
-        "window_sum_overflows": abs_sum > largest,
-        "power_overflows": power_max > largest,
     }
-    planes = len(x)
-    return list(flags), np.stack([np.broadcast_to(hit, out).reshape(planes, -1).any(axis=1) for hit in flags.values()])
+    sums = {"zero_power_sum": False, "power_sum_overflows": False, "window_sum_overflows": False,
+            "power_overflows": False}
+    if spec.op.endswith("avg_pool"):
+        sums["window_sum_overflows"] = _sequential_sum(np.where(real, np.abs(v.astype(np.float64)), 0.0)) > largest
+    if spec.op == "lp_pool":
+        with np.errstate(over="ignore", invalid="ignore"):
+            vf = v.astype(np.float64)
+            power = np.where(real, np.abs(vf) ** float(spec.norm_type), 0.0)
+            # the sum the spec's lp gradient is 0 at (reference/lp_pool.py)
+            sums["zero_power_sum"] = has_real & (_sequential_sum(np.where(real, vf ** float(spec.norm_type), 0.0)) == 0)
+            sums["power_sum_overflows"] = _sequential_sum(power) > largest
+            sums["power_overflows"] = np.fmax.reduce(power, axis=2, initial=0.0) > largest
+    flags.update(sums)
+    rows = len(v)
+    # a flag of the windows alone (or of none) holds in every row or in none
+    return list(flags), np.stack([hit.any(axis=1) if np.ndim(hit) == 2 else np.full(rows, bool(np.any(hit)))
+                                  for hit in flags.values()])
 
 
-def _padding_taps(geom):
-    """Per tap, the windows in which it reads padding (inside the padded input, outside the
-    input), as an out_shape bool array."""
-    for combo in itertools.product(*(range(a.taps) for a in geom.axes)):
-        inside = np.ones((), dtype=bool)
-        real = np.ones((), dtype=bool)
-        for a, t in zip(geom.axes, combo):
-            inside = np.multiply.outer(inside, a.in_window[:, t] & a.in_padded[:, t])
-            real = np.multiply.outer(real, a.in_input[:, t])
-        yield inside & ~real
+def _sequential_sum(terms: np.ndarray) -> np.ndarray:
+    """The sum over the last axis in window order, one addition at a time (a property at an
+    overflow's edge must not depend on a pairwise order)."""
+    return np.cumsum(terms, axis=2)[..., -1] if terms.shape[2] else np.zeros(terms.shape[:2])
+
+
+def _tap_masks(geom) -> tuple[np.ndarray, np.ndarray]:
+    """(windows, taps) bool: the tap reads a real element; it reads padding (inside the padded
+    input, outside the input)."""
+    rank = len(geom.axes)
+    real = inside = np.ones((1,) * 2 * rank, dtype=bool)
+    for d, a in enumerate(geom.axes):
+        shape = [1] * 2 * rank
+        shape[d], shape[rank + d] = a.out, a.taps
+        real = real & a.in_input.reshape(shape)
+        inside = inside & (a.in_window & a.in_padded).reshape(shape)
+    full = geom.out_shape + tuple(a.taps for a in geom.axes)
+    windows, taps = math.prod(geom.out_shape), math.prod(full[rank:])
+    return tuple(np.broadcast_to(m, full).reshape(windows, taps) for m in (real, inside & ~real))

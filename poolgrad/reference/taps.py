@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -60,7 +61,11 @@ class TapPlan:
     def pad(self, x: np.ndarray) -> np.ndarray:
         if not any(self.lo) and not any(self.hi):
             return x
-        return np.pad(x, [(0, 0), (0, 0), *zip(self.lo, self.hi)])
+        # zeros around the input (np.pad's constant mode, without its per-call set-up)
+        padded = np.zeros(x.shape[:2] + tuple(n + lo + hi for n, lo, hi in zip(x.shape[2:], self.lo, self.hi)),
+                          dtype=x.dtype)
+        self.unpad(padded)[...] = x
+        return padded
 
     def unpad(self, xp: np.ndarray) -> np.ndarray:
         sl = tuple(slice(lo, lo + a.length) for lo, a in zip(self.lo, self.geom.axes))
@@ -73,17 +78,21 @@ class TapPlan:
     def flat_index(self, tap: np.ndarray, padded_shape) -> np.ndarray:
         """Flat index into the padded input (C order) of tap ``tap[n, c, *o]`` of every window
         (any index where ``tap`` is -1: callers mask those windows)."""
-        if self._window_table is None:
-            self._window_table = self._build_window_table(padded_shape[2:])
-        table, per_window = self._window_table
-        image = int(np.prod(padded_shape[2:]))
+        table, per_window = self.window_table(padded_shape)
+        image = math.prod(padded_shape[2:])
         images = (np.arange(padded_shape[0] * padded_shape[1]) * image).reshape(
             padded_shape[:2] + (1,) * len(self.geom.axes))
         return table[per_window + tap] + images
 
+    def window_table(self, padded_shape) -> tuple[np.ndarray, np.ndarray]:
+        """(flat offsets of every window's taps within one padded image of ``padded_shape``,
+        laid out as [window, tap] and raveled; each window's first entry's position in it),
+        built once per plan."""
+        if self._window_table is None:
+            self._window_table = self._build_window_table(padded_shape[2:])
+        return self._window_table
+
     def _build_window_table(self, padded_spatial):
-        """(flat offsets of every window's taps within one padded image, laid out as
-        [window, tap] and raveled; each window's first entry's position in it)."""
         rank = len(self.geom.axes)
         strides = np.cumprod((1,) + tuple(padded_spatial[:0:-1]))[::-1]
         table = np.zeros((), dtype=np.int64)

@@ -108,3 +108,22 @@ def test_a_calls_cases_stacked_have_each_cases_own_properties():
         stacked = properties_of_cases(spec, [c.input for c in cases])
         alone = [case_properties(spec, c.input) for c in cases]
         assert stacked == alone, [c.id for c, s, a in zip(cases, stacked, alone) if s != a]
+
+
+def test_a_stack_walked_in_several_blocks_of_planes_keeps_each_cases_properties():
+    """A stack too large for one block of gathered windows (BLOCK_ELEMENTS) is walked a block
+    of planes at a time: a case's properties do not depend on where the blocks split."""
+    from poolgrad.reference.properties import BLOCK_ELEMENTS
+
+    spec = PoolSpec.from_dict({"op": "max_pool2d", "kernel_size": 3, "stride": 1, "padding": 1, "dtype": "float32"})
+    specials = [NAN, -INF, INF, -0.0, 0.0, 1e-40]
+    rng = np.random.default_rng(3)
+    planes_per_block = BLOCK_ELEMENTS // (8 * 8 * 9)
+    cases = []
+    for i in range(3 * planes_per_block // 2):  # cases of 2 planes: some straddle a block's end
+        x = rng.integers(-2, 3, size=(2, 1, 8, 8)).astype(np.float32)
+        x[i % 2, 0, i % 8, (3 * i) % 8] = specials[i % len(specials)]
+        cases.append(x)
+    stacked = properties_of_cases(spec, cases)
+    assert stacked == [case_properties(spec, x) for x in cases]
+    assert len({frozenset(p) for p in stacked}) > 3  # the cases differ, so a misplaced row would show
