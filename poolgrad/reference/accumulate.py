@@ -15,6 +15,8 @@ framework paths add in which order is what their findings say.
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -96,9 +98,10 @@ def scatter_taps(plan, shape, per_tap, acc: np.dtype) -> np.ndarray:
     """Gradient w.r.t. the padded input of ``shape``: ``per_tap[t]`` (an output-shaped array)
     added at tap ``t`` of every window, in output-position order."""
     out_shape = plan.out_shape(shape)
-    index = np.stack([plan.flat_index(np.full(out_shape, t), shape) for t in range(len(plan.taps))], axis=-1)
-    values = np.stack([np.broadcast_to(v, out_shape) for v in per_tap], axis=-1)
-    return scatter_add(int(np.prod(shape)), index, values, acc, taps=True).reshape(shape)
+    values = np.empty(out_shape + (len(per_tap),), dtype=np.result_type(*per_tap))
+    for t, v in enumerate(per_tap):
+        values[..., t] = v
+    return scatter_add(math.prod(shape), plan.tap_index(shape), values, acc, taps=True).reshape(shape)
 
 
 def routed_sums_exact(plan, padded_shape, dtype, g: np.ndarray) -> bool:

@@ -196,6 +196,10 @@ class RoiPlan(_Unpadded):
                                  (tap % tx)[..., None], -1)[..., 0]
         return ((self.batch * self.shape[1] + self.channel) * self.shape[2] + row) * self.shape[3] + col
 
+    def tap_index(self, shape) -> np.ndarray:
+        """Flat index into the input of every tap of every bin, (K, C, ph, pw, taps)."""
+        return np.stack([self.flat_index(np.full(self.out, t), shape) for t in range(len(self.taps))], axis=-1)
+
 
 def align_bins(first, last, spec, pooled: int):
     """roi_align's bins along one axis, per box: (start, bin size, samples per bin); sample j of
@@ -294,9 +298,8 @@ def fan_in(plan) -> int:
     if isinstance(plan, AlignPlan):
         index = np.stack([np.where(w != 0, plan.flat(i), -1) for i, w in plan.taps], axis=-1)
     else:
-        index = np.stack([np.where(np.broadcast_to(True if v is None else v, plan.out),
-                                   plan.flat_index(np.full(plan.out, t), plan.shape), -1)
-                          for t, (_, v) in enumerate(plan.taps)], axis=-1)
+        read = np.stack([np.broadcast_to(True if v is None else v, plan.out) for _, v in plan.taps], axis=-1)
+        index = np.where(read, plan.tap_index(plan.shape), -1)
     index = index[:, :1]  # one channel: every channel reads alike
     return int(np.bincount(index[index >= 0].ravel()).max(initial=1))
 

@@ -79,10 +79,19 @@ class TapPlan:
         """Flat index into the padded input (C order) of tap ``tap[n, c, *o]`` of every window
         (any index where ``tap`` is -1: callers mask those windows)."""
         table, per_window = self.window_table(padded_shape)
+        return table[per_window + tap] + self._images(padded_shape)
+
+    def tap_index(self, padded_shape) -> np.ndarray:
+        """Flat index into the padded input (C order) of every tap of every window, shaped
+        (N, C, *output axes, taps): ``flat_index`` of each tap, stacked on a last axis."""
+        table, _ = self.window_table(padded_shape)
+        return table.reshape(self.geom.out_shape + (len(self.taps),)) + self._images(padded_shape)[..., None]
+
+    def _images(self, padded_shape) -> np.ndarray:
+        """Each (n, c) image's first flat index, shaped (N, C, 1, ...) against the output."""
         image = math.prod(padded_shape[2:])
-        images = (np.arange(padded_shape[0] * padded_shape[1]) * image).reshape(
+        return (np.arange(padded_shape[0] * padded_shape[1]) * image).reshape(
             padded_shape[:2] + (1,) * len(self.geom.axes))
-        return table[per_window + tap] + images
 
     def window_table(self, padded_shape) -> tuple[np.ndarray, np.ndarray]:
         """(flat offsets of every window's taps within one padded image of ``padded_shape``,
