@@ -48,6 +48,7 @@ class Stack:
             start += len(x)
         self._parts: dict = {}  # kin -> (its rows' x, grad_output, {a case's start: its start there})
         self._results: dict[tuple, Result] = {}
+        self._selections: dict = {}  # kin -> the policies' selections on its part (Policy.evaluate)
         self._valid: dict[tuple, np.ndarray] = {}
         self._magnitude = None
 
@@ -68,7 +69,7 @@ class Stack:
         """``policy``'s results on the rows of ``kin``'s cases (in kin's ``part``)."""
         if (policy, kin) not in self._results:
             x, g, _ = self.part(kin)
-            self._results[policy, kin] = policy.evaluate(self.spec, x, g)
+            self._results[policy, kin] = policy.evaluate(self.spec, x, g, self._selections.setdefault(kin, {}))
         return self._results[policy, kin]
 
     def valid(self, policy: Policy, kin=None) -> np.ndarray:

@@ -102,9 +102,12 @@ class Policy:
     def complexity(self) -> int:
         return len(self.as_dict()) - 2
 
-    def evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
-        """Forward and gradient of ``x`` under this policy, in x's dtype."""
-        r = self._evaluate(spec, x, g)
+    def evaluate(self, spec, x: np.ndarray, g: np.ndarray, selections: dict | None = None) -> "Result":
+        """Forward and gradient of ``x`` under this policy, in x's dtype. ``selections``: the
+        selections other policies made on this ``spec`` and ``x``, by what decides them (this
+        one's added): policies that differ only after the selection (init, accumulate,
+        zero_sign) scan the windows once."""
+        r = self._evaluate(spec, x, g, selections)
         if self.zero_sign == "upstream" and spec.is_max:
             r.grad_input = upstream_zero_signs(spec, x, g, r.grad_input)
         r.forward, r.grad_input = self.compared(r.forward), self.compared(r.grad_input)
@@ -114,7 +117,7 @@ class Policy:
         """``a`` as this policy's claims compare it: under zero_sign "any" every zero +0.0."""
         return np.where(a == 0, np.zeros_like(a), a) if self.zero_sign == "any" and a is not None else a
 
-    def _evaluate(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
+    def _evaluate(self, spec, x: np.ndarray, g: np.ndarray, selections: dict | None) -> "Result":
         if spec.op == roi_crop.OP:  # the policy is the max pooling's over the crop, whose gradient is spread back
             plan = plan_for(spec, x.shape)
             r = self.evaluate(plan.pool, plan.rounded_crop(x), g)
@@ -133,12 +136,12 @@ class Policy:
         if self.tie in ("all", "split"):
             # The mask answers' forward is first's value (SPEC.md), the winner's own bits under daz,
             # +0.0 over -0.0 where zeros are ordered (a reduction's max of tied zeros).
-            fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g).forward
+            fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g, selections).forward
                    if self.ftz == "daz" or self.signed_zero == "ordered" or self.init == "zero_if_empty"
                    else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
             bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
-        plan, xw, best, sel = self._select(spec, xs)
+        plan, xw, best, sel = self._select(spec, xs, selections)
         if self.init == "lowest":
             lowest = float(ml_dtypes.finfo(x.dtype).min)
             best = np.where((sel < 0) | (best < lowest), lowest, best)
@@ -157,14 +160,21 @@ class Policy:
                                               if self.ftz else xw, sel))
 
 
-    def _select(self, spec, xs: np.ndarray):
-        """(plan, padded input, best value, selected tap or -1) of a first/last-type policy."""
+    def _select(self, spec, xs: np.ndarray, selections: dict | None = None):
+        """(plan, padded input, best value, selected tap or -1) of a first/last-type policy
+        (``selections``: evaluate's; the shared arrays are read-only)."""
+        key = (bool(self.ftz), self.tie, self.nan, self.nan_tie, self.signed_zero, self.padding, self.init == "-inf")
+        if selections is not None and key in selections:
+            return selections[key]
         plan = plan_for(spec, xs.shape)
         xw = plan.pad(xs.astype(work_dtype(xs.dtype), copy=False))
         pad_value = None if self.padding is None else float(self.padding)
         best, sel = selection.scan(plan, xw, tie=self.tie, nan=self.nan, nan_tie=self.nan_tie,
                                    signed_zero=self.signed_zero == "ordered", pad_value=pad_value,
                                    seeded=self.init == "-inf")
+        if selections is not None:
+            best.flags.writeable = sel.flags.writeable = False
+            selections[key] = plan, xw, best, sel
         return plan, xw, best, sel
 
     def jvp(self, spec, x: np.ndarray, tangent: np.ndarray) -> np.ndarray:

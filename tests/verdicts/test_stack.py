@@ -76,3 +76,22 @@ def test_a_policy_is_evaluated_on_the_rows_of_the_asking_cases_kin():
     kin_rows = sum(len(m.input) for m in members if m.family == asking.family)
     assert [len(r.forward) for r in case._stack._results.values()] == [kin_rows]
     assert kin_rows < len(case._stack.x)
+
+
+# Max cases whose policies differ in what decides a selection (flushing, NaN rules and NaN
+# ties, signed zeros, the seed, padding's value): two of each kind.
+SELECTING = [c for kind in ("subnormal", "nan-several", "signed_zero", "all_neginf", "negative")
+             for c in [c for ms in CALLS if ms[0].spec.is_max for c in ms if kind in c.id][::40][:2]]
+
+
+@pytest.mark.parametrize("m", SELECTING, ids=lambda m: m.id)
+def test_policies_sharing_a_stacks_selections_get_their_own_results(m):
+    """A stack's policies share the windows' selections (Policy.evaluate's ``selections``):
+    every candidate's result through the stack, in the search's order and backwards, is its
+    result evaluated alone, bit for bit."""
+    for order in (1, -1):
+        reference = verdict_case.CaseReference(m.spec, m.input, m.grad_output)
+        for policy in reference.candidates()[::order]:
+            got, want = reference.result(policy), policy.evaluate(m.spec, m.input, m.grad_output)
+            assert identical(got.forward, want.forward) and identical(got.grad_input, want.grad_input), policy
+            assert got.valid() == want.valid(), policy
