@@ -14,6 +14,7 @@ and for lp it is derived from the reverse rule below. Everything is float64, rou
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from . import api, avg_pool, lp_pool, max_pool, policies, roi_crop, roi_pool, selection
@@ -138,3 +139,37 @@ def error_scale(mode: str, spec, x: np.ndarray, grad_output, t) -> list[np.ndarr
         # Differentiating the backward's products doubles the roundings each term goes through.
         by_x = 2.0 * sum(np.abs(term) for term in _lp_by_x(spec, plan, ax, g, tw, ca, dca))
     return [by_g, plan.unpad(by_x)]
+
+
+def overflows(mode: str, spec, x: np.ndarray, grad_output, t) -> list[np.ndarray]:
+    """lp: per derivative element (as error_scale's), whether a product of its formula's factors
+    may pass x's dtype's largest finite value: the chain rule, computed in the dtype, holds such
+    products (the tangent of x ** p, p * x ** (p-1) * t, and of z; for the second order those
+    times grad_output and z's powers), so the element can then be anything, inf and NaN
+    included. A product is bounded by its factors' magnitudes with those below 1 taken as 1 (no
+    product of a subset of them is larger), p among them (pow's derivative multiplies by it
+    where the spec's form cancels it). Where a window's power sum is past the range the elements
+    it reaches stay checked: that is the forward's own overflow, a behaviour (SPEC.md). Other
+    ops: nowhere."""
+    plan, xw = api._prepare(spec, x)
+    if spec.op != "lp_pool":
+        shape = plan.out_shape(x)
+        return [np.zeros(shape, bool)] if mode == "jvp" else [np.zeros(shape, bool), np.zeros(x.shape, bool)]
+    big, p = float(ml_dtypes.finfo(x.dtype).max), spec.norm_type
+    xw = xw.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ax = np.abs(xw)
+        tw = np.maximum(np.abs(plan.pad(_rounded("t", t, x.shape, x.dtype))), 1.0)
+        _, c, dc = _lp_terms(spec, plan, xw)
+        overflown = avg_pool.window_sum(plan, ax, lambda a: a ** p) > big
+        s = max(p, 1.0) * avg_pool.window_sum(plan, np.maximum(ax ** (p - 1.0), 1.0) * tw)
+        by_g = (np.maximum(np.abs(c), 1.0) * s > big) & ~overflown
+        if mode == "jvp":
+            return [by_g]
+        g = np.maximum(np.abs(_rounded("grad_output", grad_output, plan.out_shape(x), x.dtype)), 1.0)
+        through_x = avg_pool.spread(plan, xw.shape, g * np.maximum(np.abs(dc), 1.0) * s,
+                                    lambda a: np.maximum(np.abs(a) ** (p - 1.0), 1.0), xw)
+        through_v = (max(p * abs(p - 1.0), 1.0) * tw * np.maximum(ax ** (p - 2.0), 1.0)
+                     * avg_pool.spread(plan, xw.shape, g * np.maximum(np.abs(c), 1.0)))
+        reached = avg_pool.spread(plan, xw.shape, overflown.astype(np.float64)) > 0
+    return [by_g, plan.unpad((through_x + through_v > big) & ~reached)]

@@ -150,15 +150,19 @@ def _max_type(mode, case, t, derivative, want, outcome) -> Verdict:
 
 def _arithmetic(mode, spec, x, grad_output, t, derivative, want, by_x, want_x) -> Verdict:
     """Within the op's tolerance, the scale being the size of the terms summed
-    (reference.ad_modes.error_scale), as the reverse mode's cancellation rule."""
+    (reference.ad_modes.error_scale), as the reverse mode's cancellation rule; any value where
+    a product of the formula's factors is past the dtype's range (reference.ad_modes.overflows)."""
     scales = reference.ad_modes.error_scale(mode, spec, x, grad_output, t)
+    past_range = reference.ad_modes.overflows(mode, spec, x, grad_output, t)
     pairs = [(DERIVATIVE[mode], derivative, want)] + ([("grad_grad_input", by_x, want_x)] if want_x is not None else [])
     worst = 0.0
-    for (name, got, expected), scale in zip(pairs, scales):
+    for (name, got, expected), scale, anything in zip(pairs, scales, past_range):
         mag = np.maximum(np.abs(expected.astype(np.float64)), np.abs(scale.astype(np.float64)))
-        ok = within(got, expected, tolerances.bound(spec.op, x.dtype, mag))
+        ok = within(got, expected, tolerances.bound(spec.op, x.dtype, mag)) | anything
         if not ok.all():
             return _wrong(name, got, expected, x.dtype, f"outside the {spec.op} tolerance")
-        worst = max(worst, float(errors(got, expected, x.dtype)[1].max(initial=0.0)))
+        worst = max(worst, float(errors(got, expected, x.dtype)[1][~anything].max(initial=0.0)))
+    unchecked = sum(int(a.sum()) for a in past_range)
+    beyond = f"; {unchecked} element(s) past {x.dtype.name}'s range not checked" if unchecked else ""
     return Verdict("conforms", max_ulp_error=worst,
-                   message=f"within the {spec.op} tolerance for {x.dtype.name} (max {worst:.3g} ulp)")
+                   message=f"within the {spec.op} tolerance for {x.dtype.name} (max {worst:.3g} ulp){beyond}")

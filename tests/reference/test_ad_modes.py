@@ -126,6 +126,23 @@ def test_lp_second_order_error_scale_counts_the_terms_that_cancel():
     assert signed[0].item() > 10 * same[0].item()     # z = 4**3 - 3.9**3 is small beside 4**3 + 3.9**3
 
 
+def test_lp_products_past_the_dtypes_range_are_marked_from_the_reference_alone():
+    """float16 lp p=2, one window [10, 1] along t = [4096, 1]: pow's derivative 2 * 10 * 4096 is
+    past 65504 though the tangent, 10 * 4096 / |x| ~ 4075.7, is not; the same window along
+    t = [1, 1] keeps every product in range, and float32 holds both."""
+    spec = PoolSpec.from_dict({"op": "lp_pool", "kernel_size": 2, "norm_type": 2})
+    x, g = np.array([[[10.0, 1.0]]], np.float16), np.array([[[1.0]]], np.float16)
+    big, small = np.array([[[4096.0, 1.0]]]), np.ones((1, 1, 2))
+    assert abs(jvp(spec, x, big).item()) < 65504
+    assert ad_modes.overflows("jvp", spec, x, g, big)[0].all()
+    by_g, by_x = ad_modes.overflows("double_backward", spec, x, g, big)
+    assert by_g.all() and by_x.any()
+    assert not any(a.any() for a in ad_modes.overflows("double_backward", spec, x, g, small))
+    assert not ad_modes.overflows("jvp", spec, x.astype(np.float32), g, big)[0].any()
+    max_spec = PoolSpec.from_dict({"op": "max_pool", "kernel_size": 2})
+    assert not ad_modes.overflows("jvp", max_spec, x, g, big)[0].any()     # a selection multiplies nothing
+
+
 def test_rounding_to_the_dtype_and_bad_shapes():
     spec = PoolSpec.from_dict({"op": "avg_pool", "kernel_size": 2})
     x = np.zeros((1, 1, 2), dtype=np.float16)

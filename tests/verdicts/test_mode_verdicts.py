@@ -108,6 +108,21 @@ def test_avg_pool_modes_are_judged_by_tolerance(scale, verdict):
     assert classify_mode("jvp", spec, x, g, outcome).verdict == verdict
 
 
+@pytest.mark.parametrize("cell,verdict", [(5, "conforms"), (0, "wrong")])
+def test_an_lp_tangent_is_not_checked_where_a_product_of_its_formula_passes_the_dtypes_range(cell, verdict):
+    """float16 lp p=2 along the probe: the last window [40, 1] meets t = 1024, and pow's
+    derivative 2 * 40 * 1024 passes 65504 though the tangent, about 1024, does not: an inf there
+    is one the dtype can give. The first window [1, 1] keeps every product in range."""
+    spec, x, g = case({"op": "lp_pool", "kernel_size": 2, "norm_type": 2}, [1.0] * 10 + [40.0, 1.0], dtype="float16")
+    tangent = reference.jvp(spec, x, direction(spec, x))
+    tangent[0, 0, cell] = np.inf
+    outcome = Outcome(OK, forward=reference.forward(spec, x), grad_input=reference.backward(spec, x, g),
+                      tangent_output=tangent)
+    result = classify_mode("jvp", spec, x, g, outcome)
+    assert result.verdict == verdict
+    assert ("1 element(s) past float16's range not checked" in result.message) == (verdict == "conforms")
+
+
 def test_init_neg_inf_selects_nothing_in_a_window_whose_maximum_is_neg_inf():
     # The second window holds only -inf: seeded at -inf (ties kept), it selects nothing.
     spec, x, g = case({"op": "max_pool", "kernel_size": 2}, [1, 2, -INF, -INF])
