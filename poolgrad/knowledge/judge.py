@@ -22,7 +22,9 @@ class Judgement:
         return " + ".join(f"{f.id} ({f.claim_text()})" for f in self.in_scope)
 
 
-SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device")
+# No call was made (not_run: a finding calls it undefined and --run-undefined was not given), so
+# nothing was observed that a finding could explain.
+SKIPPED_VERDICTS = ("unsupported", "not_installed", "no_device", "not_run")
 
 
 def judge(candidates: list[Finding], observation) -> Judgement:

@@ -342,6 +342,7 @@ def properties(spec, x: np.ndarray) -> set[str]:
         "nan": nans > 0, "nan_several": nans > 1, "nan_with_number": (nans > 0) & (nans < count),
         "nan_only": has & (nans == count), "ties": (tops > 1) & (nans < count),
         "infinite_max": (nans < count) & np.isinf(top),
+        "infinity": sum(r & np.isinf(v) for r, v in zip(real, values)) > 0,
         "signed_zero_tie": (top == 0) & (zeros[0] > 0) & (zeros[1] > 0),
         "neginf_window": has & (neginf == count), "no_finite_window": has & (finite == 0),
         "empty_window": ~has, "zero_window": has & (zeros[0] + zeros[1] == count),

@@ -37,7 +37,7 @@ win and routes an all -inf window's gradient to its first element. Paths differ 
 window with (-inf, the lowest finite number, a padding tap), which decides whether the gradient is
 routed, lost or written somewhere else. Masked pooling is where this bites.""",
             ("neginf_window", "neginf_window_at_padding", "neginf_window_after_padding", "no_finite_window",
-             "no_finite_window_after_padding", "padding_could_win", "empty_window", "infinite_max", "padding",
+             "no_finite_window_after_padding", "padding_could_win", "empty_window", "infinite_max", "infinity", "padding",
              "ceil_overhang", "explicit_padding")),
     Section("signed-zeros", "Signed zeros", """-0.0 and +0.0 compare equal, so a window holding both is a
 tie; the spec's forward returns the first and sends the gradient there. Paths that return the other zero

@@ -61,7 +61,7 @@ def check(case, target: Target, version: str, outcomes: list[Outcome], knowledge
     elif j.outcome == "behaviour_changed":
         message = f"behaviour changed: the findings in scope claim {j.claim}; observed {observed}: {v.message}"
     elif j.outcome == "skipped":  # the framework's whole message is the record's framework_message
-        message = f"{v.verdict}: {headline(v.message)}"
+        message = f"{v.verdict.replace('_', ' ')}: {headline(v.message)}"  # as records.unsupported_results words it
     elif j.outcome == "pass":
         message = v.message
     else:

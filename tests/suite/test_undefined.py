@@ -66,3 +66,16 @@ def test_an_undefined_result_is_at_least_what_happened_to_its_call():
     assert at_least("crash", [], "error") == "crash"
     assert at_least("gradient_misrouted", [], "policy") == "gradient_misrouted"
     assert at_least(None, [], "crash") is None  # a finding that rates nothing is not rated here
+
+
+def test_a_replay_judges_a_call_not_made_as_the_run_did(tmp_path):
+    """Nothing was observed, so no finding explains it: judged again (history, replay), the record
+    stays skipped, in the run's words."""
+    from poolgrad.knowledge import sources
+    from poolgrad.suite.machine import completed
+    from poolgrad.suite.replay import JUDGED, rejudged
+
+    tied = _run(tmp_path)["tied"]
+    own = tmp_path / "findings.toml"
+    again = rejudged(tied, sources.load(extra=[str(own)]), completed(None))
+    assert {k: again[k] for k in JUDGED} == {k: tied[k] for k in JUDGED}
