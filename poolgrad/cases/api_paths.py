@@ -82,6 +82,11 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
             out.add((name, "one_element"))
         if row.get("padding") in PATH_PADDING:
             out.add((name, "padding", row["padding"]))
+        if row.get("dilation", "1") != "1" and row["stride"] == "1" and isinstance(fields.get("padding"), list):
+            # Dilated (atrous) pooling as users write it, at stride 1 with explicit pads, in every
+            # rank: tf.nn.pool takes a dilation only at stride 1, and pads a list of pads with
+            # zeros (space_to_batch).
+            out.add((name, "dilation", row["rank"]))
     return frozenset(out)
 
 
@@ -101,8 +106,10 @@ def path_classes_by_row(op: str) -> dict[tuple, frozenset]:
 
 # Path classes met in passes of their own (path_rows' ``group``), after the others, so that the
 # others keep the rows the op's own values give them: PATH_PADDING's pads (from rows with them),
-# ceil_mode's dropped window (issue 38: a class the rows chosen for the others met only padded).
-PATH_GROUPS = (None, "padding", "ceil_dropped")
+# ceil_mode's dropped window (issue 38: a class the rows chosen for the others met only padded),
+# dilation at stride 1 (the rows chosen for the others met it with ceil_mode or SAME only, which
+# tf.nn.pool refuses).
+PATH_GROUPS = (None, "padding", "ceil_dropped", "dilation")
 
 
 def path_rows(op: str, have=(), group: str | None = None) -> list[dict]:

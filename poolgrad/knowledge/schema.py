@@ -74,7 +74,7 @@ def parse_finding(raw: dict, index: int, base: Path = Path()) -> Finding:
     when = _strings(fid, "when", raw.get("when"), ())
     when_call = _strings(fid, "when_call", raw.get("when_call"), ())
     for key, props in (("when", when), ("when_call", when_call)):
-        unknown_props = [a for p in props for a in p.lstrip("!").split("|") if a not in PROPERTIES]
+        unknown_props = [a.lstrip("!") for p in props for a in p.split("|") if a.lstrip("!") not in PROPERTIES]
         if unknown_props:
             raise FindingsError(f"finding {fid!r}: field {key!r}: unknown case property {unknown_props[0]!r}; "
                                 f"known: {', '.join(PROPERTIES)}")

@@ -17,8 +17,8 @@ def matches_any(value: str, patterns: tuple[str, ...]) -> bool:
 
 
 def features_hold(required, present: frozenset[str]) -> bool:
-    """Every requirement holds: "name" present, "!name" absent, "a|b" either present."""
-    return all((r[1:] not in present) if r.startswith("!") else any(a in present for a in r.split("|"))
+    """Every requirement holds: "name" present, "!name" absent, "a|b" (or "!a|b") either holds."""
+    return all(any((a[1:] not in present) if a.startswith("!") else (a in present) for a in r.split("|"))
                for r in required)
 
 

@@ -78,7 +78,7 @@ def idiom_variants(framework: str) -> tuple[str, ...]:
 
 def _required(f: Finding) -> set[str]:
     """The case properties the finding requires (of its case, or of its call)."""
-    return {alt for r in (*f.when, *f.when_call) if not r.startswith("!") for alt in r.split("|")}
+    return {alt for r in (*f.when, *f.when_call) if "!" not in r for alt in r.split("|")}
 
 
 def section_of(f: Finding) -> Section:

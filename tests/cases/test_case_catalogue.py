@@ -35,8 +35,9 @@ def test_fresh_build_is_identical():
 
 
 def test_size_is_what_ci_can_afford():
-    # the realistic families (issue 29) add about 600 cases, in calls that exist
-    assert 1500 <= len(CASES) <= 4000
+    # the realistic families (issue 29) add about 600 cases, in calls that exist; the dilation rows at
+    # stride 1 with explicit pads (issue 38) about 40
+    assert 1500 <= len(CASES) <= 4100
 
 
 def test_ids_unique():
