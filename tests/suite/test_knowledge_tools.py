@@ -56,10 +56,13 @@ def test_replaying_a_results_file_judges_as_the_run_did(tmp_path):
 
 def test_a_result_of_another_shape_or_without_a_gradient_replays_as_the_run_judged_it(tmp_path):
     """A path that returns indices and a forward of another shape (paddle's with_index under
-    SAME pads) or a forward alone is judged again on what it returned, as the run judged it."""
+    SAME pads), an empty forward where the spec has elements, or a forward alone is judged again
+    on what it returned, as the run judged it."""
     case = make_case("c", "user", SPEC, np.array([[[1, 3, 2, 5]]], dtype=np.float32))
     outcomes = [Outcome(OK, forward=np.array([[[3]]], np.float32), grad_input=np.zeros((1, 1, 4), np.float32),
                         indices=np.array([[[1]]], np.int64), info={"call_shape": [1, 1, 4]}),
+                Outcome(OK, forward=np.zeros((1, 1, 0), np.float32), grad_input=np.zeros((1, 1, 4), np.float32),
+                        info={"call_shape": [1, 1, 4]}),
                 Outcome(OK, forward=np.array([[[3, 5]]], np.float32), info={"call_shape": [1, 1, 4]})]
     path = tmp_path / "r.jsonl"
     with open(path, "w") as fh:
