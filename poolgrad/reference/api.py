@@ -93,9 +93,13 @@ def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
     g = _received(x, grad_output)
     if spec.op == "roi_align":  # weights >= 0: the op applied to |x| and |g|
         return roi_pool.align_forward(plan, np.abs(xw)), roi_pool.align_backward(plan, np.abs(g))
-    if spec.op == roi_crop.OP:  # the selected points' terms at most the window's largest |crop|, spread as routed
+    if spec.op == roi_crop.OP:
+        # A point's terms are its corners' |x| times the weights (the crop of |x|; infinite corners
+        # are compared exactly, not scaled); the selected point's at most the window's largest.
+        # The gradient: the routed |g| spread by the weights.
         crop = plan.rounded_crop(x)
-        return (forward(plan.pool, np.abs(crop)).astype(np.float64),
+        terms = round_to(plan.crop(np.where(np.isfinite(x), np.abs(x), 0.0)), x.dtype)
+        return (forward(plan.pool, terms).astype(np.float64),
                 plan.spread(np.abs(backward(plan.pool, crop, g)), np.float64))
     op = avg_pool if spec.op.endswith("avg_pool") else lp_pool
     with np.errstate(all="ignore"):

@@ -7,7 +7,7 @@ import pytest
 
 from poolgrad.adapters.tensorflow.crop_and_resize import plan
 from poolgrad.cases.catalogue import catalogue
-from poolgrad.reference import PoolSpec, SpecError, backward, forward, jvp
+from poolgrad.reference import PoolSpec, SpecError, backward, error_scale, forward, jvp
 from poolgrad.reference.definition import BY_OP
 from poolgrad.reference.dtypes import dtype_from_name
 from poolgrad.reference.taps import plan_for
@@ -97,3 +97,12 @@ def test_tensorflow_plans_the_spec_points():
     assert function.function and not function.jit_compile and xla.function and xla.jit_compile
     assert xla.boxes == call.boxes
     assert "roi_align" in plan(case.spec, "crop_and_resize", case.input.shape).reason
+
+
+def test_the_error_scale_is_the_crop_of_the_magnitudes_not_of_the_values():
+    """A point halfway between 2 and -2 is 0, and a kernel's lerp rounds terms of size 2 there
+    (SPEC.md, "Tolerances"); a corner of weight 0 adds nothing, an infinite one is compared exactly."""
+    x = np.array([[[[2.0, -2.0, np.inf]]]], dtype=np.float32)
+    s = spec([[0, 0.5, 0, 0.5, 0]], 1, 1, dtype="float32")   # one point, at x = 0.5 on the first row
+    assert forward(s, x).item() == 0.0
+    assert error_scale(s, x, np.ones((1, 1, 1, 1), np.float32))[0].item() == 2.0
