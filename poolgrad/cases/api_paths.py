@@ -84,8 +84,8 @@ def path_classes(op: str, row: dict) -> frozenset[tuple]:
             out.add((name, "padding", row["padding"]))
         if row.get("dilation", "1") != "1" and row["stride"] == "1" and isinstance(fields.get("padding"), list):
             # Dilated (atrous) pooling as users write it, at stride 1 with explicit pads, in every
-            # rank: tf.nn.pool takes a dilation only at stride 1, and pads a list of pads with
-            # zeros (space_to_batch).
+            # rank: some paths take a dilation at stride 1 only, and one pads explicit pads with
+            # zeros (its findings say which).
             out.add((name, "dilation", row["rank"]))
     return frozenset(out)
 
@@ -107,8 +107,8 @@ def path_classes_by_row(op: str) -> dict[tuple, frozenset]:
 # Path classes met in passes of their own (path_rows' ``group``), after the others, so that the
 # others keep the rows the op's own values give them: PATH_PADDING's pads (from rows with them),
 # ceil_mode's dropped window (issue 38: a class the rows chosen for the others met only padded),
-# dilation at stride 1 (the rows chosen for the others met it with ceil_mode or SAME only, which
-# tf.nn.pool refuses).
+# dilation at stride 1 with explicit pads (the rows chosen for the others met it with ceil_mode or
+# SAME only, which a path refuses).
 PATH_GROUPS = (None, "padding", "ceil_dropped", "dilation")
 
 
