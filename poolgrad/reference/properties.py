@@ -26,6 +26,7 @@ from .taps import plan_for
 # Windows x taps elements per block of planes gathered at once: the gather and the per-tap
 # tests cost per numpy call below that size, and a stack's block stays a few MiB.
 BLOCK_ELEMENTS = 1 << 17
+NEAR_TIE = 1e-5  # the absolute tolerance of "near_ties"
 
 PROPERTIES = {
     "nan": "a window holds a NaN",
@@ -36,6 +37,7 @@ PROPERTIES = {
     "number_then_nan": "a window's first real element is a number and it holds a NaN",
     "ties": "a window's largest number occurs more than once",
     "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
+    "near_ties": "a window holds a number other than its largest within 1e-5 of it (kernels that mark as maxima the elements less than 1e-5 from the maximum take both)",
     "infinite_max": "a window's largest number is +inf or -inf",
     "infinity": "a window holds +inf or -inf",
     "signed_zero_tie": "a window's largest number is zero and it holds both -0.0 and +0.0",
@@ -277,6 +279,8 @@ def _value_flags(spec, v, real, before, n_real, has_real, reads_padding, leads_p
     top = np.where(real & ~isnan, v, -np.inf).max(axis=2, initial=-np.inf)
     n_max = (real & (v == top[..., None])).sum(axis=2)
     numbers = n_nan < n_real
+    with np.errstate(invalid="ignore"):  # inf - inf
+        near = (real & (v != top[..., None]) & (np.abs(v - top[..., None]) < NEAR_TIE)).any(axis=2)
     neginf_only = has_real & (n_neginf == n_real)
     no_finite = has_real & (n_finite == 0) & (n_nan + n_neginf == n_real)
     flags = {
@@ -287,6 +291,7 @@ def _value_flags(spec, v, real, before, n_real, has_real, reads_padding, leads_p
         "nan_not_first": nan_late,
         "number_then_nan": first_number & (n_nan > 0),
         "ties": (n_max > 1) & numbers,
+        "near_ties": near,
         "infinite_max": numbers & np.isinf(top),
         "infinity": (real & np.isinf(v)).any(axis=2),
         "signed_zero_tie": (top == 0) & (n_pos0 > 0) & (n_neg0 > 0),

@@ -30,6 +30,10 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  order ("dtype_axis1_reversed": the second output axis visited backwards)
                  (poolgrad/reference/accumulate.py): the gradients of overlapping windows that
                  meet at one element, and avg/lp's window sums; the only modifier of avg/lp
+  tie_within     (tie all or split) an absolute tolerance: every element whose distance to the
+                 window's maximum, computed in the dtype, is below it counts as a maximum (a mask
+                 written as |x - max| < tol); a NaN or infinite maximum then has none. Not searched:
+                 findings claim it
 Policies are ordered simplest first (fewest departures from the canonical spec); the first
 one that reproduces an outcome explains it.
 """
@@ -45,7 +49,7 @@ import numpy as np
 
 from poolgrad import reference
 from poolgrad.reference import roi_crop, selection
-from poolgrad.reference.accumulate import acc_dtype, routed_sums_exact
+from poolgrad.reference.accumulate import acc_dtype, routed_sums_exact, scatter_taps
 from poolgrad.reference.dtypes import round_to, work_dtype
 from poolgrad.reference.max_pool import empty_windows, route
 from poolgrad.reference.selection import tap_hits, window_max
@@ -88,6 +92,7 @@ class Policy:
     init: str | None = None
     accumulate: str | None = None
     zero_sign: str | None = None
+    tie_within: float | None = None
 
     def as_dict(self) -> dict:
         """{"tie", "nan"} plus the extended keys that depart from the default."""
@@ -139,7 +144,8 @@ class Policy:
             fwd = (dataclasses.replace(self, tie="first").evaluate(spec, x, g, selections).forward
                    if self.ftz == "daz" or self.signed_zero == "ordered" or self.init == "zero_if_empty"
                    else reference.forward(spec, xs, tie=self.tie, nan=self.nan))
-            bwd = reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
+            bwd = (reference.backward(spec, xs, g, tie=self.tie, nan=self.nan, accumulate=self.accumulate)
+                   if self.tie_within is None else self._near_maxima_gradient(spec, xs, g))
             return Result(fwd, bwd, lambda: mask_answer_valid(self, spec, x, xs))
         plan, xw, best, sel = self._select(spec, xs, selections)
         if self.init == "lowest":
@@ -159,6 +165,23 @@ class Policy:
                       lambda: selection_valid(plan, plan.pad(x.astype(work_dtype(x.dtype), copy=False))
                                               if self.ftz else xw, sel))
 
+
+    def _near_maxima_gradient(self, spec, xs: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """tie all/split under ``tie_within``: the window's gradient to every real element
+        within the tolerance of its maximum (shared among them for split)."""
+        plan = plan_for(spec, xs.shape)
+        xw = plan.pad(xs.astype(work_dtype(xs.dtype), copy=False))
+        m = window_max(plan, xw, self.nan)
+        tol = round_to(np.float64(self.tie_within), xs.dtype)
+        hits = []
+        with np.errstate(invalid="ignore", divide="ignore"):  # inf - inf; a window with none
+            for index, valid in plan.taps:
+                hit = round_to(np.abs(xw[index].astype(np.float64) - m), xs.dtype) < tol
+                hits.append(hit if valid is None else hit & valid)
+            gw = np.asarray(g).astype(xs.dtype).astype(np.float64)
+            share = gw if self.tie == "all" else gw / np.sum(hits, axis=0)
+        grad = scatter_taps(plan, xw.shape, [np.where(h, share, 0.0) for h in hits], acc_dtype(self.accumulate, xs.dtype))
+        return round_to(plan.unpad(grad), xs.dtype)
 
     def _select(self, spec, xs: np.ndarray, selections: dict | None = None):
         """(plan, padded input, best value, selected tap or -1) of a first/last-type policy

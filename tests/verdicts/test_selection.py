@@ -28,3 +28,23 @@ def test_engine_equals_reference(spec_dict, tie, nan):
     r = Policy(tie, nan).evaluate(spec, x, g)
     assert np.array_equal(r.forward, reference.forward(spec, x, tie=tie, nan=nan), equal_nan=True)
     assert np.array_equal(r.grad_input, reference.backward(spec, x, g, tie=tie, nan=nan))
+
+
+@pytest.mark.parametrize("tie", ["all", "split"])
+def test_tie_within_counts_near_maxima(tie):
+    """tie_within: every element less than the tolerance from the window's maximum is one of its
+    maxima; an infinite maximum has none (inf - inf is NaN); with no near value it is the tie rule."""
+    spec = PoolSpec.from_dict({"op": "max_pool1d", "kernel_size": 3, "stride": 3, "dtype": "float32"})
+    x = np.array([[[1.0, 1.000001, 0.99998, 5e-6, -4e-6, 2e-6, np.inf, 1.0, np.inf]]], dtype=np.float32)
+    g = np.array([[[6.0, 3.0, 9.0]]], dtype=np.float32)
+    near = Policy(tie, tie_within=1e-5).evaluate(spec, x, g).grad_input
+    share = (lambda n: 6.0 / n) if tie == "split" else (lambda n: 6.0)
+    first = share(2), share(2), 0.0
+    second = [g[0, 0, 1] / 3 if tie == "split" else g[0, 0, 1]] * 3
+    np.testing.assert_array_equal(near[0, 0], np.array([*first, *second, 0, 0, 0], dtype=np.float32))
+    exact = Policy(tie).evaluate(spec, x, g).grad_input
+    assert not np.array_equal(near, exact)
+    far = x.copy()
+    far[0, 0, :6] = [1, 2, 3, 4, 5, 6]
+    np.testing.assert_array_equal(Policy(tie, tie_within=1e-5).evaluate(spec, far, g).grad_input[0, 0, :6],
+                                  reference.backward(spec, far, g, tie=tie)[0, 0, :6])
