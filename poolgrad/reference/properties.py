@@ -39,7 +39,7 @@ PROPERTIES = {
     "ties_if_flushed": "a window's largest number occurs more than once when subnormals count as zero (flush-to-zero CPUs)",
     "near_ties": "a window holds a number other than its largest within 1e-5 of it (kernels that mark as maxima the elements less than 1e-5 from the maximum take both)",
     "infinite_max": "a window's largest number is +inf or -inf",
-    "infinity": "a window holds +inf or -inf",
+    "infinity": "a window holds +inf or -inf (roi_align: a sample reads one at a nonzero weight)",
     "signed_zero_tie": "a window's largest number is zero and it holds both -0.0 and +0.0",
     "negative_zero_max": "a window's largest number is -0.0: it holds -0.0 and no +0.0",
     "zero_max": "a window's largest number is zero (+0.0 or -0.0)",

@@ -361,15 +361,16 @@ def _align_properties(spec, xf: np.ndarray) -> set[str]:
         found |= {"roi_sample_clamped", "roi_past_border"}
     if plan.empty.any():
         found.add("empty_window")
-    read_nan, read_bad, unread_bad = np.zeros(plan.out, bool), np.zeros(plan.out, bool), np.zeros(plan.out, bool)
+    read_nan, read_inf, read_bad, unread_bad = (np.zeros(plan.out, bool) for _ in range(4))
     for (index, weight), sampled in zip(plan.taps, plan.sampled):
         v = xf[index]
         read_nan |= np.isnan(v) & (weight != 0)
+        read_inf |= np.isinf(v) & (weight != 0)
         read_bad |= ~np.isfinite(v) & (weight != 0)
         unread_bad |= ~np.isfinite(v) & (weight == 0) & sampled
     outside = (plan.outside_y.any(axis=2)[:, :, None] | plan.outside_x.any(axis=2)[:, None, :])[:, None]
     first_pixel = xf[plan.batch[:, :, 0, 0], plan.channel[:, :, 0, 0], 0, 0][..., None, None]
     unread_bad |= outside & ~np.isfinite(first_pixel)
-    found |= {"nan"} if read_nan.any() else set()
+    found |= {name for name, read in (("nan", read_nan), ("infinity", read_inf)) if read.any()}
     # only where the pixels the spec reads leave the bin finite: there a kernel's 0 * v shows
     return found | ({"roi_unweighted_nonfinite"} if (unread_bad & ~read_bad).any() else set())
