@@ -91,8 +91,8 @@ def error_scale(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
         raise SpecError("op", f"{spec.op} is a selection: its results are compared bit for bit, not within a scale")
     plan, xw = _prepare(spec, x)
     g = _received(x, grad_output)
-    if spec.op == "roi_align":  # weights >= 0: the op applied to |x| and |g|
-        return roi_pool.align_forward(plan, np.abs(xw)), roi_pool.align_backward(plan, np.abs(g))
+    if spec.op == "roi_align":
+        return roi_pool.align_error_scale(plan, np.abs(xw), np.abs(g))
     if spec.op == roi_crop.OP:
         # A point's terms are its corners' |x| times the weights (the crop of |x|; infinite corners
         # are compared exactly, not scaled); the selected point's at most the window's largest.

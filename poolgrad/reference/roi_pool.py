@@ -25,6 +25,7 @@ pixel, whatever its neighbour holds.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -233,7 +234,10 @@ def _align_samples(first, last, spec, pooled: int, length: int):
     frac = np.where(last_pixel, 0.0, y - low)
     weight = np.stack([1.0 - frac, frac], axis=-1) * (taken & ~outside)[..., None]
     clamped = taken & ~outside & ((at < 0) | (at > length - 1))
-    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken, taken & outside, clamped
+    # the size of the terms that form a sample's position (box corners scaled, the position): a
+    # kernel computing it in the dtype misplaces it by eps times that, which moves its weights so much
+    magnitude = (np.abs(first) + np.abs(last))[:, None, None] * spec.spatial_scale + np.abs(at)
+    return np.stack([low, np.minimum(high, length - 1)], axis=-1), weight, grid, taken, taken & outside, clamped, magnitude
 
 
 class AlignPlan(_Unpadded):
@@ -246,8 +250,8 @@ class AlignPlan(_Unpadded):
         _, channels, height, width = shape
         boxes = np.array([b[1:] for b in spec.boxes], dtype=np.float64)
         ph, pw = spec.output_size
-        py, wy, gy, taken_y, self.outside_y, self.clamped_y = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
-        px, wx, gx, taken_x, self.outside_x, self.clamped_x = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
+        py, wy, gy, taken_y, self.outside_y, self.clamped_y, my = _align_samples(boxes[:, 1], boxes[:, 3], spec, ph, height)
+        px, wx, gx, taken_x, self.outside_x, self.clamped_x, mx = _align_samples(boxes[:, 0], boxes[:, 2], spec, pw, width)
         self.batch, self.channel = _box_index(spec, channels)
         self.shape = tuple(shape)
         self.out = (len(spec.boxes), channels, ph, pw)
@@ -255,6 +259,7 @@ class AlignPlan(_Unpadded):
         self.empty = (np.maximum(gy, 0) * np.maximum(gx, 0) == 0)[:, None, None, None]
         self.taps = []
         self.sampled = []  # per tap: the bins whose sample it is lies inside the input
+        self.position_error = []  # per tap: what error_scale adds to its weight (_align_samples' magnitude)
         for sy in range(py.shape[2]):
             for sx in range(px.shape[2]):
                 inside = ((taken_y & ~self.outside_y)[:, None, :, None, sy]
@@ -265,6 +270,7 @@ class AlignPlan(_Unpadded):
                         weight = wy[:, None, :, None, sy, cy] * wx[:, None, None, :, sx, cx]
                         self.taps.append(((self.batch, self.channel, rows, cols), weight))
                         self.sampled.append(inside)
+                        self.position_error.append(np.where(inside, my[:, None, :, None, sy] + mx[:, None, None, :, sx], 0.0))
 
     def flat(self, index) -> np.ndarray:
         batch, channel, rows, cols = index
@@ -289,6 +295,20 @@ def align_backward(plan: AlignPlan, g: np.ndarray, acc=F64) -> np.ndarray:
     index = np.stack([plan.flat(i) for i, _ in plan.taps], axis=-1)
     values = np.stack([np.where(w != 0, share * w, 0.0) for _, w in plan.taps], axis=-1)
     return scatter_add(math.prod(plan.shape), index, values, acc, taps=True).reshape(plan.shape)
+
+
+def align_error_scale(plan: AlignPlan, x_abs: np.ndarray, g_abs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """roi_align's error scale (api.error_scale): the op applied to |x| and |g|, plus the same with
+    each corner's weight replaced by its sample's position magnitude. A weight is a fraction of a
+    position, so a kernel that computes positions in the dtype moves it by eps times the position's
+    size, not the weight's (a weight of 1e-3 at position 5 is off by about 5e3 of its own ulp); a
+    corner the spec gives weight 0 may then be read too (its finite values: non-finite ones are
+    compared exactly)."""
+    moved = copy.copy(plan)
+    moved.taps = [(index, slack) for (index, _), slack in zip(plan.taps, plan.position_error)]
+    finite = np.where(np.isfinite(x_abs), x_abs, 0.0)
+    return (align_forward(plan, x_abs) + align_forward(moved, finite),
+            align_backward(plan, g_abs) + align_backward(moved, g_abs))
 
 
 def fan_in(plan) -> int:

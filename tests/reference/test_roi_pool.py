@@ -4,7 +4,8 @@ rules (SPEC.md, "RoI pooling"), the spec's refusals, and the adjoint identities.
 import numpy as np
 import pytest
 
-from poolgrad.reference import PoolSpec, SpecError, backward, forward, jvp, output_shape
+from poolgrad.reference import PoolSpec, SpecError, backward, error_scale, forward, jvp, output_shape
+from poolgrad.verdicts.tolerances import bound
 
 X = np.arange(16, dtype=np.float64).reshape(1, 1, 4, 4)   # x[r, c] = 4 r + c
 
@@ -119,3 +120,28 @@ def test_a_box_of_a_missing_image_is_refused():
     with pytest.raises(SpecError) as e:
         forward(spec("roi_pool", [[1, 0, 0, 1, 1]], 1), X)
     assert e.value.field == "boxes"
+
+
+def test_roi_align_error_scale_covers_positions_computed_in_the_dtype():
+    """A kernel that computes a sample's position in float32 misplaces it by a few eps of the
+    position's size: the tolerance takes that (a small weight moves by many of its own ulp), but not
+    a misplacement a rule could make (1e-3 of a pixel)."""
+    s = PoolSpec.from_dict({"op": "roi_align", "boxes": [[0, 4.7, 4.7, 5.9, 5.9]], "output_size": 1,
+                            "sampling_ratio": 1, "dtype": "float32"})
+    x = np.zeros((1, 1, 8, 8), np.float32)
+    g = np.ones((1, 1, 1, 1), np.float32)
+
+    def gradient_at(position):   # the sample's four corners, float64 weights
+        low, frac = np.floor(position), position - np.floor(position)
+        dx = np.zeros((8, 8))
+        for r, wr in ((low, 1 - frac), (low + 1, frac)):
+            for c, wc in ((low, 1 - frac), (low + 1, frac)):
+                dx[int(r), int(c)] = wr * wc
+        return dx
+    want = backward(s, x, g)[0, 0].astype(np.float64)
+    np.testing.assert_allclose(want, gradient_at(5.3), rtol=1e-6)
+    tol = bound("roi_align", np.dtype(np.float32), error_scale(s, x, g)[1][0, 0])
+    moved = gradient_at(5.3 + 4 * np.spacing(np.float32(5.3)).item())
+    assert (np.abs(moved - want) <= tol).all()
+    assert not (np.abs(moved - want) <= bound("roi_align", np.dtype(np.float32), np.abs(want))).all()
+    assert not (np.abs(gradient_at(5.301) - want) <= tol).all()
