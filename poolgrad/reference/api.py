@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import accumulate as accumulation
@@ -38,6 +40,10 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
     plan, xw = _prepare(spec, x)
     if spec.op == roi_crop.OP:  # max_pool over the crop (roi_crop.py)
         return forward(plan.pool, plan.rounded_crop(x), tie=tie, nan=nan, accumulate=accumulate)
+    if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
+        for one_axis in _axis_passes(spec, plan):
+            x = forward(one_axis, x, accumulate="dtype")
+        return x
     acc = accumulation.acc_dtype(accumulate, x.dtype)
     if spec.is_max:
         out = max_pool.forward(plan, xw, tie, nan)
@@ -65,6 +71,14 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     if spec.op == roi_crop.OP:  # max_pool's gradient over the crop, spread to the pixels (roi_crop.py)
         g_crop = backward(plan.pool, plan.rounded_crop(x), grad_output, tie=tie, nan=nan, accumulate=accumulate)
         return plan.spread(g_crop, x.dtype)
+    if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
+        inputs, passes = [x], _axis_passes(spec, plan)
+        for one_axis in passes[:-1]:
+            inputs.append(forward(one_axis, inputs[-1], accumulate="dtype"))
+        g = grad_output
+        for one_axis, xi in reversed(list(zip(passes, inputs))):  # the passes' backward in reverse
+            g = backward(one_axis, xi, g, accumulate="dtype")
+        return g
     acc = accumulation.acc_dtype(accumulate, x.dtype)
     expected = plan.out_shape(x)
     g = np.asarray(grad_output)
@@ -118,6 +132,24 @@ def range_error(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
     g = _received(x, grad_output)
     forward_error, grad_p, ceiling = lp_pool.range_error(spec, plan, xw, g, x.dtype)
     return forward_error, plan.unpad(grad_p), ceiling
+
+
+def _axis_passes(spec: PoolSpec, plan) -> list[PoolSpec]:
+    """avg_pool and adaptive_avg_pool as one-axis pools, first spatial axis first, whose
+    composition is ``spec`` (accumulate "dtype_per_axis": each pass's sums and means rounded to
+    the dtype). The windows are boxes, so their divisors factor by axis; a divisor_override does not."""
+    if spec.divisor_override is not None:
+        raise SpecError("accumulate", "'dtype_per_axis' averages one axis at a time, and a divisor_override "
+                                      "does not factor by axis; use 'dtype' or None")
+    geom, rank = plan.geom, len(plan.geom.axes)
+
+    def only(d, values, rest):
+        return tuple(v if e == d else rest for e, v in enumerate(values))
+    if spec.is_adaptive:
+        return [dataclasses.replace(spec, output_size=only(d, geom.out_shape, None)) for d in range(rank)]
+    return [dataclasses.replace(spec, kernel_size=only(d, geom.kernel_size, 1), stride=only(d, geom.stride, 1),
+                                dilation=only(d, geom.dilation, 1), padding=only(d, geom.pads, (0, 0)))
+            for d in range(rank)]
 
 
 def _received(x: np.ndarray, grad_output) -> np.ndarray:

@@ -80,8 +80,10 @@ def test_the_knowledge_base_is_curated_not_a_dump():
     # 180: --ad-modes all: torch's lp derivatives of a float32 power sum that overflowed
     # 181: --ad-modes all: JAX's max JVP rule over conv patches made NaN by an infinity
     # 182: tf.nn.pool zero-pads a dilated window's explicit pads (the stride-1 dilation rows, issue 38)
+    # 183-184: Keras's adaptive average pooling (TF and JAX backends) averages one axis at a time, so
+    # a column's sum overflows where the window's mean is finite (held-out style realistic data)
     own = [f for f in KB if f.framework in POOLGRADS]  # a plugin's knowledge is its own to curate
-    assert 25 <= len(own) <= 182
+    assert 25 <= len(own) <= 184
     assert len({(f.framework, f.title) for f in KB}) == len(KB)
 
 
