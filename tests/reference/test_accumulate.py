@@ -109,3 +109,26 @@ def test_max_scatter_in_float16_one_output_axis_at_a_time():
     assert centre(None) == 2052          # 2051 rounds to even
     assert centre("dtype") == 2048       # ((2048 + 1) + 1) + 1, each rounding back to 2048
     assert centre("dtype_per_axis") == 2050  # rows first: (2048 + 1) = 2048 and (1 + 1) = 2, then 2048 + 2
+
+
+def test_avg_one_axis_at_a_time():
+    """dtype_per_axis for avg: the first axis's sums in the dtype, divided, then the next axis over
+    those means. Columns of 40000 + 40000 overflow float16 (inf and -inf, their mean NaN) where the
+    whole window's sum, in float64 or in the dtype in window order, is 0."""
+    spec = PoolSpec.from_dict({"op": "adaptive_avg_pool2d", "output_size": 1, "dtype": "float16"})
+    x = np.array([[[[40000, -40000, 0], [40000, -40000, 0], [0, 0, 0]]]], dtype=np.float16)
+    assert forward(spec, x).item() == 0 and forward(spec, x, accumulate="dtype").item() == 0
+    assert np.isnan(forward(spec, x, accumulate="dtype_per_axis").item())
+    # float32 values that overflow nowhere: the passes' means agree with the spec within rounding,
+    # padding and excluded pads (the divisors factor by axis) included, forward and backward
+    rng = np.random.default_rng(0)
+    pooled = PoolSpec.from_dict({"op": "avg_pool2d", "kernel_size": [2, 3], "stride": 1, "padding": 1,
+                                 "count_include_pad": False, "ceil_mode": True, "dtype": "float32"})
+    x = rng.normal(size=(2, 3, 5, 6)).astype(np.float32)
+    g = rng.normal(size=forward(pooled, x).shape).astype(np.float32)
+    for f, args in ((forward, ()), (backward, (g,))):
+        np.testing.assert_allclose(f(pooled, x, *args, accumulate="dtype_per_axis"), f(pooled, x, *args),
+                                   rtol=1e-6, atol=1e-7)
+    override = PoolSpec.from_dict({"op": "avg_pool2d", "kernel_size": 2, "divisor_override": 3})
+    with pytest.raises(SpecError, match="accumulate"):
+        forward(override, np.ones((1, 1, 4, 4), np.float32), accumulate="dtype_per_axis")
