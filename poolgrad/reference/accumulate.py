@@ -9,8 +9,10 @@ one input element in output-position order (row-major over the output).
 ``"dtype_axis1_reversed"``: the same with the second output axis visited backwards, the others
 in order (a 1-D output's only axis backwards); forward window sums keep window order.
 ``"dtype_per_axis"``: one output axis at a time, last axis first: the windows of one output
-row that reach an element, then those row sums over the rows, and so on outwards. Which
-framework paths add in which order is what their findings say.
+row that reach an element, then those row sums over the rows, and so on outwards.
+``"rounded_sum"``: avg's window sum in float64, rounded once to the input dtype, then divided
+(a half sum accumulated in float32 and cast back before the division); every other sum is the
+spec's. Which framework paths add in which order is what their findings say.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 from .dtypes import round_to
 from .errors import SpecError
 
-ACCUMULATIONS = (None, "dtype", "dtype_axis1_reversed", "dtype_per_axis")
+ACCUMULATIONS = (None, "dtype", "dtype_axis1_reversed", "dtype_per_axis", "rounded_sum")
 F64 = np.dtype(np.float64)
 # The scatter order rides on the accumulator dtype's metadata, so that every sum of the
 # reference takes one ``acc`` argument (np.dtype compares equal whatever its metadata).
@@ -35,16 +37,30 @@ def check(accumulate) -> None:
     if accumulate not in ACCUMULATIONS:
         raise SpecError("accumulate", f"unknown accumulation {accumulate!r}; allowed: None (float64, one "
                                       f"rounding), 'dtype' (every addition rounded to the input dtype, output "
-                                      f"positions in order), 'dtype_axis1_reversed' (the same, the second output axis backwards) or "
-                                      f"'dtype_per_axis' (one output axis at a time, last axis first)")
+                                      f"positions in order), 'dtype_axis1_reversed' (the same, the second output axis backwards), "
+                                      f"'dtype_per_axis' (one output axis at a time, last axis first) or 'rounded_sum' (avg's "
+                                      f"window sum rounded to the input dtype before the division)")
 
 
 def acc_dtype(accumulate, dtype) -> np.dtype:
-    """The dtype the sums are kept in (its metadata says the scatter order)."""
+    """The dtype the sums are kept in (its metadata says the scatter order, or the dtype an avg
+    window sum is rounded to)."""
     if accumulate is None:
         return F64
+    if accumulate == "rounded_sum":
+        return np.dtype(np.float64, metadata={"sum_rounded_to": np.dtype(dtype)})
     order = {"dtype_axis1_reversed": _REVERSED, "dtype_per_axis": _PER_AXIS}.get(accumulate)
     return np.dtype(dtype, metadata=order) if order else np.dtype(dtype)
+
+
+def rounded_sum(sums: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """Window sums (float64) as the division sees them: rounded to the input dtype under
+    ``"rounded_sum"``, as they are otherwise."""
+    to = (acc.metadata or {}).get("sum_rounded_to")
+    if to is None:
+        return sums
+    with np.errstate(over="ignore"):  # a sum past the dtype's range is inf: that is the point
+        return round_to(sums, to).astype(np.float64)
 
 
 def terms(values: np.ndarray, acc: np.dtype) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accumulate import F64, scatter_taps, terms
+from .accumulate import F64, rounded_sum, scatter_taps, terms
 from .spec import PoolSpec
 from .taps import TapPlan
 
@@ -44,7 +44,7 @@ def spread(plan: TapPlan, shape, per_window: np.ndarray, fn=None, xw=None, acc=F
 
 def forward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, acc=F64) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return window_sum(plan, xw, acc=acc) / divisor(spec, plan)
+        return rounded_sum(window_sum(plan, xw, acc=acc), acc) / divisor(spec, plan)
 
 
 def backward(spec: PoolSpec, plan: TapPlan, xw: np.ndarray, g: np.ndarray, acc=F64) -> np.ndarray:
