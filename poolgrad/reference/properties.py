@@ -69,6 +69,7 @@ PROPERTIES = {
     "same_asymmetric": "the padding is what the SAME rule adds for this input, and more after than before on some axis",
     "asymmetric_padding": "the pads before and after differ on some axis (explicit pads, or what the SAME rule adds)",
     "same_rule": "the spec asks for padding by the SAME rule (padding 'SAME'), not by pads",
+    "ceil_mode": "the spec asks for ceil_mode (output lengths rounded up), whether or not it adds a window",
     "valid_rule": "the spec asks for no padding by the VALID rule (padding 'VALID'), not by pads of 0",
     "kernel_over_input": "the window is longer than the input along some axis (only padding makes it fit)",
     "empty": "the input has no elements",
@@ -125,6 +126,8 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
         stride = kernel if spec.stride is None else np.atleast_1d(spec.stride)
         if np.all(stride == kernel) and "dilation" not in found:
             found.add("non_overlapping")
+    if spec.ceil_mode:
+        found.add("ceil_mode")
     if spec.padding in ("SAME", "VALID"):
         found.add(f"{spec.padding.lower()}_rule")
     geom = plan_for(spec, shape).geom
