@@ -9,7 +9,9 @@ import numpy as np
 from poolgrad.adapters.base import OK, Outcome
 from verdict_cases import case, classify, outcome, routes_as, under
 from poolgrad.verdicts.case import CaseReference
+from poolgrad.verdicts.claims import holds
 from poolgrad.verdicts.extended_policies import Policy, features
+from poolgrad.verdicts.observed import Observed
 
 K3S1 = {"op": "max_pool", "kernel_size": 3, "stride": 1}
 ROW = [0, 1, 5, 2, 0, 0]  # windows [0 1 5] [1 5 2] [5 2 0] [2 0 0]: 5 wins three, 2 the last
@@ -94,3 +96,19 @@ def test_avg_search_is_skipped_where_sums_are_exact():
     assert CaseReference(spec, x, g).candidates() == (CaseReference(spec, x, g).candidates()[0],)
     assert classify(spec, x, g, Outcome(OK, *[np.full_like(a, 7) for a in (
         under(spec, x, g).forward, x)])).verdict == "wrong"
+
+
+def test_a_claim_of_sums_in_the_dtype_takes_either_side_of_an_order_decided_overflow():
+    """float16 [40000, -40000, 40000]: window order gives 0 + 40000 (no overflow), another order
+    (40000 + 40000 first) inf. Under a claim of sums in the dtype both are explained, and so is
+    the spec's mean; a finite value off the mean is not, nor is anything without the claim."""
+    spec, x, g = case({"op": "avg_pool", "kernel_size": 3}, [40000, -40000, 40000], "float16")
+    grad = under(spec, x, g).grad_input
+    ref = CaseReference(spec, x, g)
+
+    def explained(forward, policy):
+        return holds(Observed(ref, outcome(spec, x, [forward], grad)), "backward", policy, policy)
+    for forward in (math.inf, math.nan, 13336):   # 40000 / 3 = 13333.3 is 13336 in float16
+        assert explained(forward, {"accumulate": "dtype"})
+    assert not explained(12000, {"accumulate": "dtype"})
+    assert not explained(math.inf, {})
