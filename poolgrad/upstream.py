@@ -76,7 +76,7 @@ DRAFT_MODES = ("backward", "jvp")  # the derivatives the reproducer templates wr
 # poolgrad's own vocabulary, which a framework's maintainers do not share: policy keys with a
 # value, the spec, policies, verdict and impact names. A draft holds none of it.
 VOCABULARY = re.compile(
-    r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign|tie_within)=|\bspec\b|\bspec's\b|SPEC\.md"
+    r"\b(?:tie|nan|nan_tie|ftz|order|signed_zero|init|accumulate|zero_sign|tie_within|passes)=|\bspec\b|\bspec's\b|SPEC\.md"
     r"|\bpolic(?:y|ies)\b|\binconsistent\w*|\bconform\w*|\bbehaviour_changed\b|\b(?:%s)\b"
     % "|".join(i for i in IMPACTS if "_" in i),  # the others ("error", "crash") are plain words
     re.IGNORECASE)

@@ -12,7 +12,7 @@ from poolgrad.verdicts import Policy
 from .finding import NO_UPSTREAM, Finding, Reference
 from .impacts import IMPACTS
 
-POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate", "zero_sign", "tie_within")
+POLICY_KEYS = ("tie", "nan", "nan_tie", "ftz", "padding", "order", "signed_zero", "init", "accumulate", "zero_sign", "tie_within", "passes")
 CLAIM_VERDICTS = ("policy", "wrong", "nondeterministic", "error", "crash", "timeout", "unsupported", "undefined")
 _FIELDS = {"id", "title", "framework", "variants", "devices", "ops", "dtypes", "when", "when_call", "cpu_features",
            "dtype_cpu_features", "kernel_features", "machine", "min_call_elements", "policy", "forward", "gradient", "verdict", "error", "behaviour",

@@ -41,7 +41,7 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
     if spec.op == roi_crop.OP:  # max_pool over the crop (roi_crop.py)
         return forward(plan.pool, plan.rounded_crop(x), tie=tie, nan=nan, accumulate=accumulate)
     if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
-        for one_axis in _axis_passes(spec, plan):
+        for one_axis in _avg_passes(spec, plan):
             x = forward(one_axis, x, accumulate="dtype")
         return x
     acc = accumulation.acc_dtype(accumulate, x.dtype)
@@ -72,7 +72,7 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
         g_crop = backward(plan.pool, plan.rounded_crop(x), grad_output, tie=tie, nan=nan, accumulate=accumulate)
         return plan.spread(g_crop, x.dtype)
     if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
-        inputs, passes = [x], _axis_passes(spec, plan)
+        inputs, passes = [x], _avg_passes(spec, plan)
         for one_axis in passes[:-1]:
             inputs.append(forward(one_axis, inputs[-1], accumulate="dtype"))
         g = grad_output
@@ -134,14 +134,13 @@ def range_error(spec: PoolSpec, x: np.ndarray, grad_output) -> tuple[np.ndarray,
     return forward_error, plan.unpad(grad_p), ceiling
 
 
-def _axis_passes(spec: PoolSpec, plan) -> list[PoolSpec]:
-    """avg_pool and adaptive_avg_pool as one-axis pools, first spatial axis first, whose
-    composition is ``spec`` (accumulate "dtype_per_axis": each pass's sums and means rounded to
-    the dtype). The windows are boxes, so their divisors factor by axis; a divisor_override does not."""
-    if spec.divisor_override is not None:
-        raise SpecError("accumulate", "'dtype_per_axis' averages one axis at a time, and a divisor_override "
-                                      "does not factor by axis; use 'dtype' or None")
-    geom, rank = plan.geom, len(plan.geom.axes)
+def axis_passes(spec: PoolSpec, geom) -> list[PoolSpec]:
+    """A sliding-window or adaptive pool of geometry ``geom`` as one-axis pools, first spatial
+    axis first, whose composition is ``spec``: the windows are boxes, so a max of maxima, and an
+    average of averages where the divisors factor by axis (no divisor_override)."""
+    if spec.regions is not None or spec.is_segment or spec.is_roi:
+        raise SpecError("op", f"{spec.op}: its windows are not boxes of one-axis windows; it has no one-axis passes")
+    rank = len(geom.axes)
 
     def only(d, values, rest):
         return tuple(v if e == d else rest for e, v in enumerate(values))
@@ -150,6 +149,15 @@ def _axis_passes(spec: PoolSpec, plan) -> list[PoolSpec]:
     return [dataclasses.replace(spec, kernel_size=only(d, geom.kernel_size, 1), stride=only(d, geom.stride, 1),
                                 dilation=only(d, geom.dilation, 1), padding=only(d, geom.pads, (0, 0)))
             for d in range(rank)]
+
+
+def _avg_passes(spec: PoolSpec, plan) -> list[PoolSpec]:
+    """avg's one-axis pools (accumulate "dtype_per_axis": each pass's sums and means rounded to
+    the dtype)."""
+    if spec.divisor_override is not None:
+        raise SpecError("accumulate", "'dtype_per_axis' averages one axis at a time, and a divisor_override "
+                                      "does not factor by axis; use 'dtype' or None")
+    return axis_passes(spec, plan.geom)
 
 
 def _received(x: np.ndarray, grad_output) -> np.ndarray:

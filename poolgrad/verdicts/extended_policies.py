@@ -34,6 +34,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
                  window's maximum, computed in the dtype, is below it counts as a maximum (a mask
                  written as |x - max| < tol); a NaN or infinite maximum then has none. Not searched:
                  findings claim it
+  passes         "per_axis": the pool run as one-axis pools, first spatial axis first, each under
+                 this policy, its gradient through them backwards (a pool built from per-axis passes:
+                 a mask rule then applies per pass). Not searched: findings claim it
 Policies are ordered simplest first (fewest departures from the canonical spec); the first
 one that reproduces an outcome explains it.
 """
@@ -48,7 +51,8 @@ import ml_dtypes
 import numpy as np
 
 from poolgrad import reference
-from poolgrad.reference import roi_crop, selection
+from poolgrad.reference import output_shape, resolve, roi_crop, selection
+from poolgrad.reference.api import axis_passes
 from poolgrad.reference.accumulate import acc_dtype, routed_sums_exact, scatter_taps
 from poolgrad.reference.dtypes import round_to, work_dtype
 from poolgrad.reference.max_pool import empty_windows, route
@@ -93,6 +97,7 @@ class Policy:
     accumulate: str | None = None
     zero_sign: str | None = None
     tie_within: float | None = None
+    passes: str | None = None
 
     def as_dict(self) -> dict:
         """{"tie", "nan"} plus the extended keys that depart from the default."""
@@ -123,6 +128,8 @@ class Policy:
         return np.where(a == 0, np.zeros_like(a), a) if self.zero_sign == "any" and a is not None else a
 
     def _evaluate(self, spec, x: np.ndarray, g: np.ndarray, selections: dict | None) -> "Result":
+        if self.passes == "per_axis" and spec.is_max:
+            return self._per_axis(spec, x, g)
         if spec.op == roi_crop.OP:  # the policy is the max pooling's over the crop, whose gradient is spread back
             plan = plan_for(spec, x.shape)
             r = self.evaluate(plan.pool, plan.rounded_crop(x), g)
@@ -165,6 +172,20 @@ class Policy:
                       lambda: selection_valid(plan, plan.pad(x.astype(work_dtype(x.dtype), copy=False))
                                               if self.ftz else xw, sel))
 
+
+    def _per_axis(self, spec, x: np.ndarray, g: np.ndarray) -> "Result":
+        """The one-axis passes (reference.api.axis_passes) under this policy: the forward through
+        them in order, the gradient back through them; a valid subgradient where every pass's is."""
+        inner = dataclasses.replace(self, passes=None)
+        steps = axis_passes(spec, resolve(spec, x.shape))
+        inputs = [x]
+        for step in steps[:-1]:
+            inputs.append(inner.evaluate(step, inputs[-1], np.zeros(output_shape(step, inputs[-1].shape), x.dtype)).forward)
+        results = [inner.evaluate(steps[-1], inputs[-1], g)]
+        for step, xi in zip(reversed(steps[:-1]), reversed(inputs[:-1])):
+            results.append(inner.evaluate(step, xi, results[-1].grad_input))
+        return Result(results[0].forward, results[-1].grad_input,
+                      lambda: np.logical_and.reduce([r.valid() for r in results]))
 
     def _near_maxima_gradient(self, spec, xs: np.ndarray, g: np.ndarray) -> np.ndarray:
         """tie all/split under ``tie_within``: the window's gradient to every real element

@@ -48,3 +48,22 @@ def test_tie_within_counts_near_maxima(tie):
     far[0, 0, :6] = [1, 2, 3, 4, 5, 6]
     np.testing.assert_array_equal(Policy(tie, tie_within=1e-5).evaluate(spec, far, g).grad_input[0, 0, :6],
                                   reference.backward(spec, far, g, tie=tie)[0, 0, :6])
+
+
+def test_per_axis_passes_apply_a_mask_rule_per_pass():
+    """passes = per_axis: D, then H, each pass's near ties taken alone. In the first W column D's
+    pass reaches 1 (1.000008 - 1 < 1e-5) and H's both rows (1.000012 - 1.000008 < 1e-5), so 1 gets
+    the gradient; the whole window's mask does not reach it (1.000012 - 1 = 1.2e-5)."""
+    spec = PoolSpec.from_dict({"op": "adaptive_max_pool3d", "output_size": [1, 1, 2], "dtype": "float32"})
+    x = np.array([[[[[1, 5], [1.000012, 6]], [[1.000008, 7], [0, 8]]]]], dtype=np.float32)
+    g = np.array([[[[[2, 3]]]]], dtype=np.float32)
+    near = dict(tie="all", tie_within=1e-5)
+    per_pass = Policy(**near, passes="per_axis").evaluate(spec, x, g)
+    whole = Policy(**near).evaluate(spec, x, g)
+    np.testing.assert_array_equal(per_pass.forward, whole.forward)
+    np.testing.assert_array_equal(per_pass.grad_input[0, 0, :, :, 0], [[2, 2], [2, 0]])
+    np.testing.assert_array_equal(whole.grad_input[0, 0, :, :, 0], [[0, 2], [2, 0]])
+    np.testing.assert_array_equal(per_pass.grad_input[0, 0, :, :, 1], [[0, 0], [0, 3]])
+    # no exact ties here: under the spec's rule the passes route as the whole window does
+    np.testing.assert_array_equal(Policy(passes="per_axis").evaluate(spec, x, g).grad_input,
+                                  reference.backward(spec, x, g))
