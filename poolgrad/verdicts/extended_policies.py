@@ -29,7 +29,9 @@ a composition on the reference's primitives (geometry.resolve, taps.TapPlan):
   accumulate     "dtype": sums kept in the input dtype, every addition rounded, in the kernels'
                  order ("dtype_axis1_reversed": the second output axis visited backwards)
                  (poolgrad/reference/accumulate.py): the gradients of overlapping windows that
-                 meet at one element, and avg/lp's window sums; the only modifier of avg/lp
+                 meet at one element, and avg/lp's window sums; the only modifier of avg/lp.
+                 Claimed, not searched: "dtype_per_axis" (one axis at a time) and "rounded_sum"
+                 (avg: the window's sum rounded to the dtype before the division)
   tie_within     (tie all or split) an absolute tolerance: every element whose distance to the
                  window's maximum, computed in the dtype, is below it counts as a maximum (a mask
                  written as |x - max| < tol); a NaN or infinite maximum then has none. Not searched:
