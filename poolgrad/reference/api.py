@@ -40,7 +40,7 @@ def forward(spec: PoolSpec, x: np.ndarray, *, tie: str = "first", nan: str = "pr
     plan, xw = _prepare(spec, x)
     if spec.op == roi_crop.OP:  # max_pool over the crop (roi_crop.py)
         return forward(plan.pool, plan.rounded_crop(x), tie=tie, nan=nan, accumulate=accumulate)
-    if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
+    if _avg_by_axis(spec, accumulate):
         for one_axis in _avg_passes(spec, plan):
             x = forward(one_axis, x, accumulate="dtype")
         return x
@@ -71,7 +71,7 @@ def backward(spec: PoolSpec, x: np.ndarray, grad_output, *, tie: str = "first",
     if spec.op == roi_crop.OP:  # max_pool's gradient over the crop, spread to the pixels (roi_crop.py)
         g_crop = backward(plan.pool, plan.rounded_crop(x), grad_output, tie=tie, nan=nan, accumulate=accumulate)
         return plan.spread(g_crop, x.dtype)
-    if accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment:
+    if _avg_by_axis(spec, accumulate):
         inputs, passes = [x], _avg_passes(spec, plan)
         for one_axis in passes[:-1]:
             inputs.append(forward(one_axis, inputs[-1], accumulate="dtype"))
@@ -149,6 +149,11 @@ def axis_passes(spec: PoolSpec, geom) -> list[PoolSpec]:
     return [dataclasses.replace(spec, kernel_size=only(d, geom.kernel_size, 1), stride=only(d, geom.stride, 1),
                                 dilation=only(d, geom.dilation, 1), padding=only(d, geom.pads, (0, 0)))
             for d in range(rank)]
+
+
+def _avg_by_axis(spec: PoolSpec, accumulate) -> bool:
+    """Whether ``accumulate`` makes ``spec`` one-axis average pools (segments have one axis)."""
+    return accumulate == "dtype_per_axis" and spec.op.endswith("avg_pool") and not spec.is_segment
 
 
 def _avg_passes(spec: PoolSpec, plan) -> list[PoolSpec]:

@@ -102,21 +102,21 @@ class Observed:
             want = self.expected[side] if policy is None else getattr(self.reference.result(policy), SIDES[side])
             ok = self._within_tolerance(side, want)
             if policy is not None and policy.accumulate is not None and self.reference.spec.op.endswith("avg_pool"):
-                ok = ok | (self._order_decides_overflow(side) & (~np.isfinite(self.wide[side]) | self.close(side)))
+                ok = ok | (self._order_decides_overflow[side] & (~np.isfinite(self.wide[side]) | self.close(side)))
             self._close[side, policy] = ok
         return self._close[side, policy]
 
-    def _order_decides_overflow(self, side: int) -> np.ndarray:
-        """avg under a claim of sums kept in the dtype: the elements whose terms' magnitudes add
-        up past the dtype's largest value, where the order of the additions decides whether a
-        partial sum overflows (SPEC.md, "accumulate"): there the claim takes inf or NaN, or the
-        spec's value within the bound. A forward's terms are at most a window's volume times their
-        mean magnitude."""
+    @functools.cached_property
+    def _order_decides_overflow(self) -> tuple[np.ndarray, np.ndarray]:
+        """avg under a claim of sums kept in the dtype, per side: the elements whose terms'
+        magnitudes add up past the dtype's largest value, where the order of the additions decides
+        whether a partial sum overflows (SPEC.md, "accumulate"): there the claim takes inf or NaN,
+        or the spec's value within the bound. A forward's terms are at most a window's volume times
+        their mean magnitude."""
         case = self.reference
-        terms = case.magnitude()[side].astype(np.float64)
-        if side == 0:
-            terms = terms * window_volume(resolve(case.spec, case.x.shape))
-        return terms > float(ml_dtypes.finfo(case.x.dtype).max)
+        largest = float(ml_dtypes.finfo(case.x.dtype).max)
+        forward, gradient = (m.astype(np.float64) for m in case.magnitude())
+        return forward * window_volume(resolve(case.spec, case.x.shape)) > largest, gradient > largest
 
     def _within_tolerance(self, side: int, want: np.ndarray) -> np.ndarray:
         case, got = self.reference, self.wide[side]
