@@ -49,11 +49,13 @@ def disagreement(observed, layout: str) -> str | None:
     flat = (np.broadcast_to(rows, idx.shape) * plane.shape[1] + idx)[valid]
     got = np.asarray(grad_input).reshape(n * c, -1)
     # Summed as the spec sums (float64, one rounding) or as a kernel that accumulates in the
-    # dtype (accumulate = "dtype"): the indices agree if either gives the returned gradient.
+    # dtype (accumulate = "dtype"): the indices agree if either gives the returned gradient. A
+    # zero's sign is the accumulation's (0 + -0 is +0, a scatter that assigns keeps -0), which
+    # the gradient's own comparison judges (zero_sign), not where the indices point.
     bad_grad = None
     for acc in (np.float64, x.dtype):
-        routed = scatter_add(plane.size, flat, g[valid], np.dtype(acc)).reshape(plane.shape)
-        bad = ~same_bits(round_to(routed, x.dtype), got)
+        routed = round_to(scatter_add(plane.size, flat, g[valid], np.dtype(acc)).reshape(plane.shape), x.dtype)
+        bad = ~(same_bits(routed, got) | ((routed == 0) & (got == 0)))
         bad_grad = bad if bad_grad is None or bad.sum() < bad_grad.sum() else bad_grad
     parts = []
     if bad_value.any():

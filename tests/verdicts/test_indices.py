@@ -38,3 +38,18 @@ def test_channels_last_image_indices_are_read_per_channel():
     other_channel = tf_style.copy()
     other_channel[0, 0, 0] += 1                                   # names channel 1's element
     assert _verdict(other_channel, "image_channels_last").verdict == "inconsistent_indices"
+
+
+def test_a_negative_zero_upstream_routed_by_assignment_agrees_with_its_index():
+    """g = -0.0 (a dropped-out negative gradient): a kernel that assigns g at its index returns
+    -0.0 there, one that adds it to zeros +0.0; both route it to where the index points."""
+    g = np.array([[[-0.0, 2], [4, 8]]], dtype=np.float32)
+    for zero in (-0.0, 0.0):
+        grad = GRAD.copy()
+        grad[0, 0, 1] = zero
+        out = Outcome(OK, forward=FWD, grad_input=grad, indices=PLANE)
+        assert classify(SPEC, X, g, out, index_layout="plane").verdict != "inconsistent_indices"
+    elsewhere = GRAD.copy()
+    elsewhere[0, 0, 1], elsewhere[0, 0, 0] = 0.0, 1.0                      # g's 1 at another element
+    out = Outcome(OK, forward=FWD, grad_input=elsewhere, indices=PLANE)
+    assert classify(SPEC, X, G, out, index_layout="plane").verdict == "inconsistent_indices"
