@@ -74,6 +74,7 @@ PROPERTIES = {
     "kernel_over_input": "the window is longer than the input along some axis (only padding makes it fit)",
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (where a compiler may stop unrolling a window)",
+    "count_over_precision": "a window has more real elements than the dtype counts by adding ones (2048 in float16, 256 in bfloat16, 2 ** 24 in float32): a count kept in the dtype stops there",
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
     "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly, or fractional regions that partition the input",
     "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
@@ -179,6 +180,10 @@ def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
     """``properties_of_cases`` for inputs of one dtype and shape past N."""
     x = xs[0] if len(xs) == 1 else np.concatenate(xs)
     common = _spec_properties(spec, x.shape)
+    counts = plan_for(spec, x.shape).geom.window_counts("in_input")
+    # From 2 ** (mantissa bits + 1) on, adding one is a tie that rounds back to even.
+    if counts.size and int(counts.max()) > 2 ** (ml_dtypes.finfo(x.dtype).nmant + 1):
+        common.add("count_over_precision")
     tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     found = [common | ({"empty"} if xi.size == 0 else set()) for xi in xs]
     if spec.regions is not None:

@@ -238,6 +238,20 @@ def test_divisors_and_scales_are_jaxs_own(monkeypatch, variant, spec):
     np.testing.assert_allclose(out.grad_input, dx_ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype,side", [("float16", 64), ("bfloat16", 32)])
+def test_counts_of_large_windows_are_exact_in_half_precision(variant, dtype, side):
+    """A window of more taps than the dtype counts exactly (2048 in float16, 256 in bfloat16)
+    divides by its size, as jnp.ones' float32 counts and flax's do: the gradient of a global
+    average over 4096 or 1024 elements is g / taps, not g / 2048 or g / 256."""
+    spec = PoolSpec.from_dict({"op": "adaptive_avg_pool2d", "output_size": 1, "dtype": dtype})
+    x = np.ones((1, 1, side, side), DTYPES[dtype])
+    g = np.ones((1, 1, 1, 1), DTYPES[dtype])
+    out = ADAPTER.run(spec, variant, "cpu", x, g)
+    assert out.status == base.OK, out.message
+    assert np.all(out.grad_input.astype(np.float64) == 1.0 / side ** 2)
+
+
 # -- flax: flax.linen's own pooling, called as flax users call it ---------------------------
 
 FLAX_SPECS = {

@@ -93,6 +93,17 @@ def test_power_sum_overflows_in_the_cases_dtype():
     assert "power_overflows" in props(spec, [[[41, 1, 1, 1]]], dtype="float16")  # 68921
 
 
+def test_count_over_precision_in_the_cases_dtype():
+    """2048 ones are counted exactly in float16, 2049 are not; padding is not counted."""
+    spec = {"op": "adaptive_avg_pool1d", "output_size": 1}
+    assert "count_over_precision" in props(spec, np.ones((1, 1, 2049)), dtype="float16")
+    assert "count_over_precision" not in props(spec, np.ones((1, 1, 2048)), dtype="float16")
+    assert "count_over_precision" not in props(spec, np.ones((1, 1, 2049)), dtype="float32")
+    assert "count_over_precision" in props(spec, np.ones((1, 1, 257)), dtype="bfloat16")
+    padded = {"op": "avg_pool1d", "kernel_size": 2050, "stride": 1, "padding": 1025}
+    assert "count_over_precision" not in props(padded, np.ones((1, 1, 2048)), dtype="float16")
+
+
 def test_every_property_is_in_the_spec():
     spec = (Path(__file__).parents[2] / "SPEC.md").read_text()
     for name, meaning in PROPERTIES.items():

@@ -54,8 +54,10 @@ def _pool_fn(spec, window_args: Window, shape, dtype):
     def counts(include_pad):
         """How many elements each window sums, counted by JAX the way users count them: a
         reduce_window sum over ones, the spec's padding counted as ones when it is included
-        (the ceil_mode overhang beyond it never is)."""
-        ones = np.ones((1, 1, *shape[2:]), dtype)
+        (the ceil_mode overhang beyond it never is). The ones are float32 (jnp.ones' and flax's
+        counts) or the case's float64: a float16 or bfloat16 sum of ones stops growing at 2048 or
+        256, which no user takes for a window's size."""
+        ones = np.ones((1, 1, *shape[2:]), np.promote_types(dtype, np.float32))
         if not include_pad:
             return window(ones, 0, lax.add)
         spec_pads = geom.pads or ((0, 0),) * len(kernel)
