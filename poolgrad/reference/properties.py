@@ -78,6 +78,7 @@ PROPERTIES = {
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
     "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly, or fractional regions that partition the input",
     "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
+    "block_view_over_5_dims": "windows that tile the input, viewed as blocks (N, out_1, k_1, ..., out_d, k_d, C) with the reduced result broadcast back over them, alternate over more than 5 dims once dims of 1 are dropped and neighbours that broadcast alike are merged (N counted as more than 1: a call stacks cases along N)",
     "adaptive_unit_last_axis": "adaptive pooling whose output length or input length is 1 on the last spatial axis",
     "fractional_unit_steps": "fractional regions of one size that start at every position along some axis (output + size - 1 = input length)",
     "fractional_bounds_outnumber_input": "fractional pooling whose region bounds (regions + 1 per axis), multiplied over the axes, outnumber the input's elements (N·C·spatial)",
@@ -109,6 +110,15 @@ def properties_of_cases(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
         for i, props in zip(members, _stacked_properties(spec, [xs[i] for i in members])):
             found[i] = props
     return found
+
+
+def _block_broadcast_dims(channels: int, blocks: list[tuple[int, int]]) -> int:
+    """The dims a block reduction's result broadcasts back over (``blocks``: (out, k) per
+    spatial axis): dims of 1 on both sides dropped, neighbours that broadcast alike merged."""
+    dims = [(2, False), *((d, broadcast) for out, k in blocks for d, broadcast in ((out, False), (k, True))),
+            (channels, False)]
+    kept = [broadcast for size, broadcast in dims if size > 1]
+    return sum(1 for i, b in enumerate(kept) if i == 0 or b != kept[i - 1])
 
 
 def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
@@ -166,6 +176,10 @@ def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
         found.add("unsorted_segment_ids")
     if spec.is_segment and (geom.window_counts("in_input") == 1).any():
         found.add("one_element_segment")
+    if ("non_overlapping" in found and spec.regions is None and not spec.is_segment
+            and all(a.length == a.out * a.taps for a in geom.axes)
+            and _block_broadcast_dims(shape[1], [(a.out, a.taps) for a in geom.axes]) > 5):
+        found.add("block_view_over_5_dims")
     unit = [spec.is_adaptive and (a.length == 1 or a.out == 1) for a in geom.axes]
     if any(unit):
         found.add("adaptive_unit_axis")

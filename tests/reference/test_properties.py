@@ -140,3 +140,17 @@ def test_a_stack_walked_in_several_blocks_of_planes_keeps_each_cases_properties(
     stacked = properties_of_cases(spec, cases)
     assert stacked == [case_properties(spec, x) for x in cases]
     assert len({frozenset(p) for p in stacked}) > 3  # the cases differ, so a misplaced row would show
+
+
+def test_block_view_over_5_dims_counts_the_dims_a_block_reduction_broadcasts_over():
+    """(N, out, k, ..., C) with dims of 1 dropped and alike neighbours merged, N counted as more
+    than 1: an output of one on the first axis leaves 7 dims, on the last axis 5."""
+    def over(spec, shape):
+        return "block_view_over_5_dims" in props(spec, np.ones(shape))
+    first, last = {"op": "adaptive_max_pool3d", "output_size": [1, 2, 2]}, {"op": "adaptive_max_pool3d", "output_size": [2, 2, 1]}
+    assert over(first, (1, 2, 4, 4, 4)) and not over(last, (1, 2, 4, 4, 4))
+    assert over(first, (1, 1, 4, 4, 4)) and not over(last, (1, 1, 4, 4, 4))  # C = 1 drops out: 6 and 4
+    assert over({"op": "max_pool3d", "kernel_size": 2, "stride": 2}, (1, 2, 4, 4, 4))
+    assert not over({"op": "max_pool3d", "kernel_size": 1, "stride": 1}, (1, 2, 4, 4, 4))   # no block axis
+    assert not over({"op": "max_pool3d", "kernel_size": 2, "stride": 1}, (1, 2, 4, 4, 4))   # windows overlap
+    assert not over({"op": "max_pool2d", "kernel_size": 2, "stride": 2}, (1, 2, 4, 4))      # at most 5
