@@ -264,6 +264,8 @@ CHECKS = {
     "accumulation_sums": accumulation_sums,
     "accumulation_sums_idioms": accumulation_sums,
     "signed_zero_wide": lambda c: c.input.shape[1] == 1 and signed_zero(c),
+    "large_plane_mean": lambda c: ("count_over_precision" in case_properties(c.spec, c.input)
+                                   and realistic(relu_plateaus)(c)),
     "random": tie_free,
     "large_nc": lambda c: c.input.shape[0] * c.input.shape[1] == 64 and tie_free(c),
     "empty_batch": lambda c: c.input.shape[0] == 0 and c.input.size == 0,
@@ -327,7 +329,7 @@ def test_value_families_share_every_geometry_call():
     compiled groups, and every other value family lands in them (no call of its own)."""
     groups = {(c.spec, c.input.shape) for c in CASES if c.family == "random"}
     shape_families = {"channels", "realistic_channels", "large_nc", "empty_batch", "accumulation_sums_idioms",
-                      "signed_zero_wide"}
+                      "signed_zero_wide", "large_plane_mean"}
     assert all((c.spec, c.input.shape) in groups for c in CASES
                if c.family not in shape_families and not (c.spec.is_roi or c.spec.is_segment))
 
