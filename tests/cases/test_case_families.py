@@ -247,6 +247,7 @@ CHECKS = {
     "realistic_relu": realistic(relu_plateaus),
     "realistic_image_u8": realistic(image_u8),
     "realistic_half_cast": realistic(half_cast),
+    "realistic_dropout": lambda c: relu_plateaus(c) and bool(np.signbit(c.grad_output[c.grad_output == 0]).any()),
     "realistic_channels": lambda c: c.input.shape[1] == 64 and realistic(relu_plateaus)(c),
     "channels": every_lane,
     "ties_window": ties_window,

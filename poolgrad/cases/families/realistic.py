@@ -55,3 +55,14 @@ def half_cast(ctx: Context):
     the cast."""
     x = 1.0 + 0.05 * ctx.rng.standard_normal(ctx.shape)
     return _with_gradient(ctx, x.astype(np.float32))
+
+
+def dropout_gradient(ctx: Context):
+    """A ReLU's output with an upstream gradient that dropout masked: random-normal, half of it
+    multiplied by 0, so the masked negative entries are -0.0 (a kernel that assigns the upstream
+    gradient keeps that sign where one that adds it to zeros gives +0.0). The most negative entry
+    is always among the masked, so every case holds a -0.0."""
+    x, g = relu(ctx)
+    keep = ctx.rng.random(g.shape) < 0.5
+    keep.flat[np.argmin(g)] = False
+    return x, g * keep
