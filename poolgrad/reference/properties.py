@@ -75,6 +75,7 @@ PROPERTIES = {
     "empty": "the input has no elements",
     "taps_over_25": "a window has more than 25 taps (where a compiler may stop unrolling a window)",
     "count_over_precision": "a window has more real elements than the dtype counts by adding ones (2048 in float16, 256 in bfloat16, 2 ** 24 in float32): a count kept in the dtype stops there",
+    "ties_over_precision": "a window's tied maxima outnumber what the dtype counts by adding ones (2048 in float16, 256 in bfloat16): a count of the ties kept in the dtype stops there",
     "uneven_bins": "adaptive pooling whose input length is not a multiple of the output length on some axis",
     "non_overlapping": "windows that neither overlap nor leave gaps: stride = kernel and no dilation, or adaptive bins that divide the input evenly, or fractional regions that partition the input",
     "adaptive_unit_axis": "adaptive pooling whose output length or input length is 1 on some axis",
@@ -119,6 +120,12 @@ def _block_broadcast_dims(channels: int, blocks: list[tuple[int, int]]) -> int:
             (channels, False)]
     kept = [broadcast for size, broadcast in dims if size > 1]
     return sum(1 for i, b in enumerate(kept) if i == 0 or b != kept[i - 1])
+
+
+def _exact_count(dtype) -> int:
+    """The largest count the dtype reaches by adding ones: from 2 ** (mantissa bits + 1) on,
+    adding one is a tie that rounds back to even."""
+    return 2 ** (ml_dtypes.finfo(dtype).nmant + 1)
 
 
 def _spec_properties(spec: PoolSpec, shape: tuple[int, ...]) -> set[str]:
@@ -195,8 +202,7 @@ def _stacked_properties(spec: PoolSpec, xs: list[np.ndarray]) -> list[frozenset[
     x = xs[0] if len(xs) == 1 else np.concatenate(xs)
     common = _spec_properties(spec, x.shape)
     counts = plan_for(spec, x.shape).geom.window_counts("in_input")
-    # From 2 ** (mantissa bits + 1) on, adding one is a tie that rounds back to even.
-    if counts.size and int(counts.max()) > 2 ** (ml_dtypes.finfo(x.dtype).nmant + 1):
+    if counts.size and int(counts.max()) > _exact_count(x.dtype):
         common.add("count_over_precision")
     tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)
     found = [common | ({"empty"} if xi.size == 0 else set()) for xi in xs]
@@ -276,16 +282,17 @@ def _window_flags(spec: PoolSpec, x: np.ndarray) -> tuple[list[str], np.ndarray]
     n_real = real.sum(axis=1)
     has_real = n_real > 0
     largest = float(ml_dtypes.finfo(x.dtype).max)
+    counted = _exact_count(x.dtype)
     planes = xw.reshape(len(x) * x.shape[1], -1)
     step = max(1, BLOCK_ELEMENTS // max(1, windows * taps))
     blocks = [_value_flags(spec, planes[i:i + step][:, table], real, before, n_real, has_real, reads_padding,
-                           leads_padding, largest) for i in range(0, len(planes), step)]
+                           leads_padding, largest, counted) for i in range(0, len(planes), step)]
     per_row = np.concatenate([hits for _, hits in blocks], axis=1) if len(blocks) > 1 else blocks[0][1]
     return blocks[0][0], per_row.reshape(len(per_row), len(x), -1).any(axis=2)
 
 
 def _value_flags(spec, v, real, before, n_real, has_real, reads_padding, leads_padding,
-                 largest) -> tuple[list[str], np.ndarray]:
+                 largest, counted) -> tuple[list[str], np.ndarray]:
     """The value properties, and per property and row of ``v`` (planes, windows, taps) whether
     one of the row's windows has it ((properties, rows) bool)."""
     isnan = np.isnan(v)
@@ -314,6 +321,7 @@ def _value_flags(spec, v, real, before, n_real, has_real, reads_padding, leads_p
         "nan_not_first": nan_late,
         "number_then_nan": first_number & (n_nan > 0),
         "ties": (n_max > 1) & numbers,
+        "ties_over_precision": (n_max > counted) & numbers,
         "near_ties": near,
         "infinite_max": numbers & np.isinf(top),
         "infinity": (real & np.isinf(v)).any(axis=2),

@@ -154,3 +154,12 @@ def test_block_view_over_5_dims_counts_the_dims_a_block_reduction_broadcasts_ove
     assert not over({"op": "max_pool3d", "kernel_size": 1, "stride": 1}, (1, 2, 4, 4, 4))   # no block axis
     assert not over({"op": "max_pool3d", "kernel_size": 2, "stride": 1}, (1, 2, 4, 4, 4))   # windows overlap
     assert not over({"op": "max_pool2d", "kernel_size": 2, "stride": 2}, (1, 2, 4, 4))      # at most 5
+
+
+def test_ties_over_precision_counts_a_windows_tied_maxima_in_the_cases_dtype():
+    """257 tied zeros in one window: more than bfloat16 counts (256), fewer than float16 (2048)."""
+    spec = {"op": "adaptive_max_pool1d", "output_size": 1}
+    tied = np.concatenate([np.zeros(257), -np.ones(10)])[None, None]
+    assert "ties_over_precision" in props(spec, tied, dtype="bfloat16")
+    assert "ties_over_precision" not in props(spec, tied, dtype="float16")
+    assert "ties_over_precision" not in props(spec, tied[..., 1:], dtype="bfloat16")   # 256 ties
