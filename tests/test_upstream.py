@@ -108,6 +108,13 @@ def test_a_large_calls_repeated_values_are_written_by_their_run():
     assert literals.literal(np.tile([3.0, 1.5], 20)) == "np.resize([3.0, 1.5], (40,))"
     assert literals.literal(np.ldexp(1.0, np.arange(40) % 6)) == "np.resize(np.ldexp(1.0, np.arange(6)), (40,))"
     assert eval(literals.literal(np.arange(40.0).reshape(2, 20)), {"np": np}).tolist() == np.arange(40.0).reshape(2, 20).tolist()
+    one_hot = np.zeros((1, 1, 8, 8))
+    one_hot[0, 0, 0, 0] = 1.0
+    assert literals.literal(one_hot) == "np.where(np.arange(64).reshape((1, 1, 8, 8)) == 0, 1.0, 0.0)"
+    assert eval(literals.literal(one_hot), {"np": np}).tolist() == one_hot.tolist()
+    last = np.full(40, 2.5)
+    last[-1] = -1.0
+    assert eval(literals.literal(last), {"np": np}).tolist() == last.tolist()
 
 
 def test_call_arguments_are_written_as_users_write_them():

@@ -47,8 +47,22 @@ def literal(a: np.ndarray, indent: int = 0, repeats: bool = True) -> str:
         return f"np.resize(np.ldexp(1.0, np.arange({period})), {a.shape})"
     if period <= a.size // 2:
         return f"np.resize({literal(run, indent + 10, repeats=False)}, {a.shape})"
+    odd = _one_odd_element(a.ravel())
+    if odd is not None:  # a tie's whole share on one element of a constant plane
+        i, value, fill = odd
+        return f"np.where(np.arange({a.size}).reshape({a.shape}) == {i}, {value!r}, {fill!r})"
     flat = textwrap.fill(", ".join(map(repr, a.ravel().tolist())), WIDTH - indent - 12, break_long_words=False)
     return f"np.reshape([{flat}], {a.shape})".replace("\n", "\n" + " " * (indent + 12))
+
+
+def _one_odd_element(flat: np.ndarray) -> tuple[int, float, float] | None:
+    """(index, value, fill) where every element but one holds the same bits, else None."""
+    bits = flat.view(np.int64)
+    differs = bits != bits[0] if np.count_nonzero(bits != bits[0]) <= 1 else bits != bits[1]
+    if np.count_nonzero(differs) != 1 or np.count_nonzero(bits[~differs] != bits[~differs][0]):
+        return None
+    i = int(np.flatnonzero(differs)[0])
+    return i, float(flat[i]), float(flat[~differs][0])
 
 
 def _period(flat: np.ndarray) -> int:
