@@ -57,12 +57,11 @@ def literal(a: np.ndarray, indent: int = 0, repeats: bool = True) -> str:
 
 def _one_odd_element(flat: np.ndarray) -> tuple[int, float, float] | None:
     """(index, value, fill) where every element but one holds the same bits, else None."""
-    bits = flat.view(np.int64)
-    differs = bits != bits[0] if np.count_nonzero(bits != bits[0]) <= 1 else bits != bits[1]
-    if np.count_nonzero(differs) != 1 or np.count_nonzero(bits[~differs] != bits[~differs][0]):
+    values, where, counts = np.unique(flat.view(np.int64), return_inverse=True, return_counts=True)
+    if len(values) != 2 or counts.min() != 1 or counts.max() == 1:
         return None
-    i = int(np.flatnonzero(differs)[0])
-    return i, float(flat[i]), float(flat[~differs][0])
+    i = int(np.flatnonzero(where == counts.argmin())[0])
+    return i, float(flat[i]), float(flat[np.flatnonzero(where == counts.argmax())[0]])
 
 
 def _period(flat: np.ndarray) -> int:
